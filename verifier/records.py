@@ -1,0 +1,127 @@
+"""Typed records that cross module boundaries.
+
+Every stage of the pipeline (runner -> record store -> scoring -> aggregation -> report/gate/history)
+exchanges these pydantic models rather than loose dicts, so a field rename is a type error, not a
+silent ``None`` in a report three modules away. Records are serialised one per line to
+``records.jsonl``; keep fields additive so old run folders still load.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RecordKind = Literal["toolcall", "agent_step", "logprob", "cache"]
+
+#: OpenAI's documented finish reasons; anything else is a wire-conformance finding.
+OPENAI_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
+
+
+class EndpointConfig(BaseModel):
+    """One endpoint under test (or the reference). Holds the *name* of the key's env var, never the key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    base_url: str
+    model: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    rate: float | None = None  # requests per second; None = unlimited
+    concurrency: int = 8
+    timeout: float = 120.0
+    stream: bool = False
+    max_attempts: int = 5
+
+
+class Usage(BaseModel):
+    """Token usage normalised across vendors.
+
+    ``cached_tokens is None`` means the endpoint did not report caching at all; ``0`` means it reported
+    zero. The two must never be conflated (a structurally zero hit rate looks like a broken one).
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    cached_field: str | None = None  # which vendor field carried it, e.g. "prompt_tokens_details.cached_tokens"
+
+
+class ToolCall(BaseModel):
+    """A tool call as the endpoint sent it. ``arguments`` stays the raw string: parsing is scoring's job."""
+
+    index: int = 0
+    id: str | None = None
+    type: str | None = "function"
+    name: str | None = None
+    arguments: str = ""
+
+
+class Exchange(BaseModel):
+    """The outcome of one logical request to an endpoint, after retries, as the client saw it."""
+
+    request_hash: str
+    attempts: int = 1
+    status: int | None = None  # final HTTP status; None when no response arrived
+    error_class: str | None = None  # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    error_message: str | None = None
+    retried_statuses: list[int] = Field(default_factory=list)
+    stream: bool = False
+    ttft_s: float | None = None
+    latency_s: float | None = None
+    chunk_times_s: list[float] = Field(default_factory=list)  # arrival times of content/tool-call chunks, from request start
+    response: dict[str, Any] | None = None  # final body (for streams: reassembled as a non-streamed completion)
+    content: str | None = None
+    reasoning_content: str | None = None
+    finish_reason: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    logprobs: list[dict[str, Any]] | None = None  # OpenAI-style logprobs.content entries when requested
+    wire_issues: list[str] = Field(default_factory=list)  # conformance findings, e.g. "unknown_finish_reason:foo"
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.status is not None and 200 <= self.status < 300
+
+
+class ExchangeRecord(Exchange):
+    """An :class:`Exchange` plus where it belongs: one line of ``records.jsonl``."""
+
+    kind: RecordKind
+    suite: str
+    case_id: str
+    repeat: int = 0
+    endpoint: str
+    step: int | None = None  # agent suites: step index within a trial (repeat = trial)
+    variant: str | None = None  # e.g. "stream" / "nonstream" when a case is run both ways
+    extra: dict[str, Any] = Field(default_factory=dict)
+    timestamp: float = Field(default_factory=time.time)
+
+    def key(self) -> tuple[str, str, str, int, int | None, str | None]:
+        """Identity used by ``--resume``: an exchange with this key is never sent twice."""
+        return (self.suite, self.case_id, self.endpoint, self.repeat, self.step, self.variant)
+
+
+class SuiteManifest(BaseModel):
+    """What exactly a result ran: a suite is named by its content hash, not just its name."""
+
+    name: str
+    version: str
+    kind: Literal["toolcall", "agent", "logprob", "cache"]
+    case_count: int
+    content_hash: str  # sha256 of the canonical case data
+    source: str | None = None  # path or "builtin"
+    skipped_lines: int = 0
+
+
+class Interval(BaseModel):
+    """A point estimate with its 95% interval and denominator: every figure a user sees is one of these."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    n: int = 0
+    method: str | None = None  # "wilson", "bootstrap", "newcombe", ...
