@@ -1,0 +1,349 @@
+"""The ``agent`` suite kind: drive long-horizon scenarios against endpoints and record every step.
+
+The loop per trial: send conversation + tools -> read the reply's ``tool_calls`` -> execute each call in the
+scenario's environment -> append the assistant message and one tool message per call -> repeat. A trial stops on
+
+* ``final_answer``: a reply without tool calls;
+* ``step_budget``: the scenario's budget of model requests is used up;
+* ``invalid_streak``: ``max_invalid_streak`` consecutive invalid tool calls (malformed JSON, unknown tool, schema);
+* ``context_limit``: the endpoint said the prompt is too long and trimming cannot help, or the next prompt would
+  exceed the configured ``max_prompt_tokens``;
+* ``endpoint_error``: the request failed for another reason after the client's retries.
+
+Every request is one :class:`ExchangeRecord` (kind ``agent_step``, ``repeat`` = trial, ``step`` = index); the last
+record of a trial carries ``extra.stop_reason`` and ``extra.success`` (the environment's check on the final state).
+
+Resuming: a trial with a record carrying a stop reason is finished and never re-sent. A trial that was interrupted
+restarts from scratch as a new *attempt* (``extra.attempt``; ``variant`` = ``attempt<N>`` so record keys stay
+unique in the append-only store); scoring uses the finished attempt.
+
+Context management (so long horizons work on small-context models): the system prompt and the goal are always
+kept; when ``window_tokens`` is set, the oldest turns (an assistant message with its tool results, dropped
+together) are removed until the estimated prompt fits, always keeping the latest turn. Prompt size is estimated
+from characters, calibrated by the ``usage.prompt_tokens`` the endpoint reported for the previous request (4 chars
+per token before the first report). With ``on_context_error="trim"`` (default) an endpoint's "context length
+exceeded" error sets the window to 3/4 of the failed prompt's estimate and the step is re-sent (at most 3 times).
+The scenarios are built so that the latest turns carry what the next call needs.
+
+Options (``ctx.options``): ``horizon`` (int or list: keep these horizons), ``trials`` (default ``ctx.repeats``),
+``limit`` (first N scenarios), ``temperature`` (default 0), ``max_tokens`` (default 256), ``max_invalid_streak``
+(default 5), ``window_tokens``, ``max_prompt_tokens``, ``on_context_error`` (``trim``/``stop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from suites.agent.base import INVALID_KINDS
+from suites.agent.scenarios import Scenario, builtin_suite, content_hash, load_scenario_file
+from suites.agent.scenarios import SUITE_VERSION
+from verifier.agent_scoring import score_records
+from verifier.records import Exchange, ExchangeRecord, SuiteManifest
+from verifier.summary_model import EndpointSuiteResult
+
+BUILTIN = ("agent-smoke", "agent-long")
+DEFAULT_CHARS_PER_TOKEN = 4.0
+_CONTEXT_ERROR = re.compile(
+    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long|too long|"
+    r"exceeds? (the )?(model'?s? )?(max|maximum|context)|max_model_len|context_length_exceeded",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class AgentOptions:
+    """Kind-specific options, parsed once from ``ctx.options`` (unknown keys are ignored: other kinds use them)."""
+
+    horizons: list[int] | None = None
+    trials: int = 1
+    limit: int | None = None
+    temperature: float = 0.0
+    max_tokens: int = 256
+    max_invalid_streak: int = 5
+    window_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    on_context_error: str = "trim"
+
+    @classmethod
+    def parse(cls, options: dict[str, Any], default_trials: int = 1) -> "AgentOptions":
+        def num(key: str, typ: type, default: Any) -> Any:
+            value = options.get(key)
+            if value is None:
+                return default
+            try:
+                out = typ(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"agent option {key}: expected {typ.__name__}, got {value!r}") from None
+            if isinstance(out, (int, float)) and out < 0:
+                raise ValueError(f"agent option {key}: must be >= 0, got {value!r}")
+            return out
+
+        horizon = options.get("horizon")
+        if horizon is None or horizon == []:
+            horizons = None
+        else:
+            items = horizon if isinstance(horizon, (list, tuple)) else str(horizon).split(",")
+            try:
+                horizons = [int(h) for h in items]
+            except ValueError:
+                raise ValueError(f"agent option horizon: expected integers, got {horizon!r}") from None
+        mode = str(options.get("on_context_error", "trim"))
+        if mode not in ("trim", "stop"):
+            raise ValueError(f"agent option on_context_error: expected trim or stop, got {mode!r}")
+        trials = num("trials", int, default_trials)
+        if trials < 1:
+            raise ValueError("agent option trials: must be >= 1")
+        return cls(
+            horizons=horizons,
+            trials=trials,
+            limit=num("limit", int, None),
+            temperature=num("temperature", float, 0.0),
+            max_tokens=num("max_tokens", int, 256),
+            max_invalid_streak=max(1, num("max_invalid_streak", int, 5)),
+            window_tokens=num("window_tokens", int, None),
+            max_prompt_tokens=num("max_prompt_tokens", int, None),
+            on_context_error=mode,
+        )
+
+
+@dataclass
+class AgentSuite:
+    """A loaded agent suite: what the run executes (``cases``) and what it names (``manifest``)."""
+
+    manifest: SuiteManifest
+    cases: list[Scenario]
+    options: AgentOptions = field(default_factory=AgentOptions)
+
+
+def canonical_action(name: str | None, arguments: str) -> str:
+    """``name(args)`` with arguments re-serialised canonically when they parse, raw otherwise (for divergence)."""
+    try:
+        args = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except (ValueError, TypeError):
+        args = arguments
+    return f"{name}({args})"
+
+
+def is_context_error(ex: Exchange) -> bool:
+    """True when an endpoint refused the request because the prompt is too long."""
+    if ex.status not in (400, 413, 422) and ex.error_class not in ("client_error",):
+        return False
+    text = (ex.error_message or "") + " " + json.dumps(ex.response or {})
+    return bool(_CONTEXT_ERROR.search(text))
+
+
+class Conversation:
+    """System + goal (always kept) and the turns after them, with window-based trimming."""
+
+    def __init__(self, scenario: Scenario, tools: list[dict[str, Any]]) -> None:
+        self.head = [{"role": "system", "content": scenario.system}, {"role": "user", "content": scenario.goal}]
+        self.turns: list[list[dict[str, Any]]] = []
+        self.tools_chars = len(json.dumps(tools))
+        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
+        self.dropped = 0  # turns trimmed so far (they never come back)
+
+    def add_turn(self, messages: list[dict[str, Any]]) -> None:
+        self.turns.append(messages)
+
+    def _chars(self, turns: Sequence[list[dict[str, Any]]]) -> int:
+        return self.tools_chars + len(json.dumps(self.head)) + sum(len(json.dumps(t)) for t in turns)
+
+    def estimate_tokens(self) -> int:
+        return int(self._chars(self.turns) / self.chars_per_token) + 1
+
+    def calibrate(self, prompt_tokens: int | None, chars: int) -> None:
+        """Learn chars/token from what the endpoint counted for the prompt just sent."""
+        if prompt_tokens and prompt_tokens > 0 and chars > 0:
+            self.chars_per_token = chars / prompt_tokens
+
+    def trim(self, window_tokens: int | None) -> int:
+        """Drop oldest turns until the estimate fits ``window_tokens`` (keeps the last turn); returns drops."""
+        if window_tokens is None:
+            return 0
+        dropped = 0
+        while len(self.turns) > 1 and self.estimate_tokens() > window_tokens:
+            self.turns.pop(0)
+            dropped += 1
+        self.dropped += dropped
+        return dropped
+
+    def messages(self) -> list[dict[str, Any]]:
+        return self.head + [m for turn in self.turns for m in turn]
+
+    def chars(self) -> int:
+        return self._chars(self.turns)
+
+
+@dataclass
+class _TrialPlan:
+    scenario: Scenario
+    endpoint: str
+    trial: int
+    attempt: int
+
+
+class AgentKind:
+    """The ``agent`` SuiteKind (see docs/CONTRACTS.md)."""
+
+    kind = "agent"
+
+    # ---- loading -------------------------------------------------------------------------------------
+    def load(self, ref: str, options: dict[str, Any]) -> AgentSuite:
+        """``ref``: ``agent-smoke``, ``agent-long`` or a JSONL file of scenario specs (see scenarios.py)."""
+        opts = AgentOptions.parse(options or {}, default_trials=int((options or {}).get("trials") or 1))
+        if ref in BUILTIN:
+            scenarios, source, name = builtin_suite(ref), "builtin", ref
+        else:
+            path = Path(ref)
+            if not path.is_file():
+                raise ValueError(f"agent suite {ref!r}: not a built-in suite ({', '.join(BUILTIN)}) nor a file")
+            scenarios, source, name = load_scenario_file(path), str(path), path.stem
+        if opts.horizons is not None:
+            scenarios = [s for s in scenarios if s.horizon in opts.horizons]
+            if not scenarios:
+                raise ValueError(f"agent suite {ref!r}: no scenario has horizon in {opts.horizons}")
+        if opts.limit is not None:
+            scenarios = scenarios[: opts.limit]
+        manifest = SuiteManifest(
+            name=name, version=SUITE_VERSION, kind="agent", case_count=len(scenarios),
+            content_hash=content_hash(scenarios), source=source,
+        )
+        return AgentSuite(manifest=manifest, cases=scenarios, options=opts)
+
+    def _options(self, suite: AgentSuite, ctx: Any) -> AgentOptions:
+        opts = ctx.options or {}
+        return AgentOptions.parse(opts, default_trials=int(opts.get("trials") or getattr(ctx, "repeats", 1) or 1))
+
+    @staticmethod
+    def _endpoints(ctx: Any) -> list[str]:
+        out: list[str] = []
+        for name in [ctx.reference, *ctx.candidates]:
+            if name not in out:
+                out.append(name)
+        return out
+
+    def planned_exchanges(self, suite: AgentSuite, ctx: Any) -> int:
+        opts = self._options(suite, ctx)
+        per_trial = sum(s.horizon + 1 for s in suite.cases)  # oracle length + final answer: an estimate
+        return per_trial * opts.trials * len(self._endpoints(ctx))
+
+    # ---- running -------------------------------------------------------------------------------------
+    def _plan(self, suite: AgentSuite, ctx: Any, opts: AgentOptions) -> list[_TrialPlan]:
+        """Trials still to run, with their attempt number; finished trials are skipped."""
+        name = suite.manifest.name
+        attempts: dict[tuple[str, str, int], int] = {}
+        finished: set[tuple[str, str, int]] = set()
+        for r in ctx.store.read(kind="agent_step", suite=name):
+            key = (r.endpoint, r.case_id, r.repeat)
+            attempts[key] = max(attempts.get(key, -1), int(r.extra.get("attempt", 0)))
+            if r.extra.get("stop_reason"):
+                finished.add(key)
+        plans = []
+        for endpoint in self._endpoints(ctx):
+            for scenario in suite.cases:
+                for trial in range(opts.trials):
+                    key = (endpoint, scenario.id, trial)
+                    if key in finished:
+                        continue
+                    plans.append(_TrialPlan(scenario, endpoint, trial, attempts.get(key, -1) + 1))
+        return plans
+
+    async def run(self, suite: AgentSuite, ctx: Any) -> None:
+        opts = self._options(suite, ctx)
+        plans = self._plan(suite, ctx, opts)
+        await asyncio.gather(*(self._run_trial(suite, ctx, opts, p) for p in plans))
+
+    async def _run_trial(self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan) -> None:
+        scenario = plan.scenario
+        client = ctx.clients[plan.endpoint]
+        env = scenario.make_env()
+        tools = env.tools()
+        conv = Conversation(scenario, tools)
+        streak = 0
+        window = opts.window_tokens  # per trial: a limit learnt from one endpoint's error is not another's
+        for step in range(scenario.step_budget):
+            dropped = conv.trim(window)
+            context_retries, context_error = 0, None
+            while True:
+                sent_chars = conv.chars()
+                body = {
+                    "messages": conv.messages(),
+                    "tools": tools,
+                    "temperature": opts.temperature,
+                    "max_tokens": opts.max_tokens,
+                }
+                ex = await client.chat(body)
+                if ex.ok or not is_context_error(ex):
+                    break
+                context_error = (ex.error_message or "")[:200]
+                if opts.on_context_error != "trim" or len(conv.turns) <= 1 or context_retries >= 3:
+                    break
+                context_retries += 1
+                window = max(1, int(conv.estimate_tokens() * 0.75))
+                dropped += conv.trim(window)
+            extra: dict[str, Any] = {
+                "attempt": plan.attempt, "env": scenario.env, "horizon": scenario.horizon,
+                "messages": len(body["messages"]), "trimmed_turns": dropped, "prompt_chars": sent_chars,
+            }
+            if context_retries or context_error:
+                extra.update(context_retries=context_retries, context_error=context_error)
+            stop: str | None = None
+            if not ex.ok:
+                stop = "context_limit" if is_context_error(ex) else "endpoint_error"
+                extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
+            else:
+                conv.calibrate(ex.usage.prompt_tokens, sent_chars)
+                if not ex.tool_calls:
+                    stop = "final_answer"
+                    extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
+                else:
+                    calls, actions, turn = [], [], []
+                    tool_msgs = []
+                    for i, tc in enumerate(ex.tool_calls):
+                        call_id = tc.id or f"call_{step}_{i}"
+                        outcome = env.call(tc.name or "", tc.arguments)
+                        invalid = not outcome.valid
+                        streak = streak + 1 if invalid else 0
+                        calls.append({"name": tc.name, "valid": outcome.valid, "error_kind": outcome.error_kind})
+                        actions.append(canonical_action(tc.name, tc.arguments))
+                        turn.append({"id": call_id, "type": "function",
+                                     "function": {"name": tc.name or "", "arguments": tc.arguments}})
+                        tool_msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.result_text})
+                    conv.add_turn([{"role": "assistant", "content": ex.content, "tool_calls": turn}, *tool_msgs])
+                    n_invalid = sum(1 for c in calls if c["error_kind"] in INVALID_KINDS)
+                    extra.update(n_calls=len(calls), n_invalid=n_invalid, calls=calls, actions=actions,
+                                 invalid_streak=streak)
+                    if streak >= opts.max_invalid_streak:
+                        stop = "invalid_streak"
+                    elif step + 1 >= scenario.step_budget:
+                        stop = "step_budget"
+                    elif opts.max_prompt_tokens is not None:
+                        conv.trim(window)
+                        if conv.estimate_tokens() > opts.max_prompt_tokens:
+                            stop = "context_limit"
+            if stop is not None:
+                extra.update(stop_reason=stop, success=env.check(), tool_calls_total=len(env.events),
+                             invalid_total=sum(1 for e in env.events if not e.valid))
+            record = ExchangeRecord(
+                **ex.model_dump(), kind="agent_step", suite=suite.manifest.name, case_id=scenario.id,
+                repeat=plan.trial, endpoint=plan.endpoint, step=step,
+                variant=None if plan.attempt == 0 else f"attempt{plan.attempt}", extra=extra,
+            )
+            ctx.store.append(record)
+            ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
+            if stop is not None:
+                return
+
+    # ---- scoring -------------------------------------------------------------------------------------
+    def score(
+        self, suite: AgentSuite, records: list[ExchangeRecord], reference: str, endpoints: list[str]
+    ) -> list[EndpointSuiteResult]:
+        return score_records(records, suite.manifest.name, reference, endpoints)
+
+
+AGENT_KIND = AgentKind()
