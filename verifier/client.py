@@ -1,0 +1,569 @@
+"""One endpoint's HTTP client: retries, rate limit, concurrency cap, SSE reassembly, usage normalisation.
+
+Everything that moves bytes to an OpenAI-compatible endpoint goes through :class:`EndpointClient`, so every
+suite kind gets the same retry policy, the same timing and the same wire-conformance checks. The client
+returns an :class:`~verifier.records.Exchange` for every logical request, never raises for HTTP/transport
+failures (the failure is the measurement), and keeps the API key in exactly one place: the Authorization
+header of the shared ``httpx.AsyncClient``. Any text that could echo it (error bodies, exception messages)
+is passed through :meth:`EndpointClient._redact` before it reaches a record.
+
+CPU per request matters (thousands of requests at concurrency 64 on a laptop): records are built with
+``model_construct`` (the client produced the values, so validating them again is waste), bodies are
+serialised once, and one keep-alive ``httpx.AsyncClient`` is reused for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import os
+import random
+import time
+from fractions import Fraction
+from typing import Any
+
+import httpx
+from asyncio_throttle import Throttler
+from httpx_sse import EventSource
+
+from verifier.records import OPENAI_FINISH_REASONS, EndpointConfig, Exchange, ToolCall, Usage
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+_MAX_RETRY_AFTER_S = 120.0
+
+
+class EndpointError(Exception):
+    """A preflight failure: one clear line that names the endpoint. ``kind``: unreachable / auth / unknown_model / ..."""
+
+    def __init__(self, endpoint: str, kind: str, message: str) -> None:
+        super().__init__(f"endpoint '{endpoint}': {message}")
+        self.endpoint = endpoint
+        self.kind = kind
+
+
+class _BrokenStream(Exception):
+    """The SSE stream ended before ``data: [DONE]`` (or the connection dropped mid-stream)."""
+
+
+def canonical_json(body: Any) -> bytes:
+    """Deterministic JSON bytes (sorted keys, no spaces): the basis of request hashes."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def request_hash(body: dict) -> str:
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def normalize_usage(usage: Any) -> Usage:
+    """Map the vendors' usage dialects onto :class:`Usage`; ``cached_tokens=None`` when caching is not reported."""
+    if not isinstance(usage, dict):
+        return Usage.model_construct(prompt_tokens=None, completion_tokens=None, cached_tokens=None, cached_field=None)
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    cached = None
+    cached_field = None
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        cached, cached_field = details["cached_tokens"], "prompt_tokens_details.cached_tokens"
+    elif isinstance(usage.get("prompt_cache_hit_tokens"), int):
+        cached, cached_field = usage["prompt_cache_hit_tokens"], "prompt_cache_hit_tokens"
+    elif isinstance(usage.get("cache_read_input_tokens"), int):
+        cached, cached_field = usage["cache_read_input_tokens"], "cache_read_input_tokens"
+    if prompt is None and isinstance(usage.get("input_tokens"), int):
+        # Anthropic counts cache reads/writes outside input_tokens; the prompt is their sum.
+        prompt = usage["input_tokens"] + int(usage.get("cache_read_input_tokens") or 0) + int(
+            usage.get("cache_creation_input_tokens") or 0)
+    if completion is None and isinstance(usage.get("output_tokens"), int):
+        completion = usage["output_tokens"]
+    return Usage.model_construct(prompt_tokens=prompt if isinstance(prompt, int) else None,
+                                 completion_tokens=completion if isinstance(completion, int) else None,
+                                 cached_tokens=cached, cached_field=cached_field)
+
+
+def _tool_call_issues(calls: list[ToolCall]) -> list[str]:
+    issues = []
+    seen: set[str] = set()
+    for c in calls:
+        if not c.id:
+            issues.append(f"tool_call_missing_id:{c.index}")
+            continue
+        if c.id in seen:
+            issues.append(f"duplicate_tool_call_id:{c.id[:64]}")
+        seen.add(c.id)
+        if len(c.id) > 256 or any(ch.isspace() for ch in c.id):
+            issues.append(f"tool_call_id_format:{c.index}")
+        if not c.name:
+            issues.append(f"tool_call_missing_name:{c.index}")
+    return issues
+
+
+def _finish_issues(finish: str | None, calls: list[ToolCall]) -> list[str]:
+    issues = []
+    if finish is None:
+        issues.append("missing_finish_reason")
+    elif finish not in OPENAI_FINISH_REASONS:
+        issues.append(f"unknown_finish_reason:{str(finish)[:40]}")
+    if finish == "tool_calls" and not calls:
+        issues.append("finish_tool_calls_without_calls")
+    if calls and finish not in (None, "tool_calls", "function_call"):
+        issues.append(f"tool_calls_with_finish_reason:{str(finish)[:40]}")
+    return issues
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date), capped so a hostile header cannot stall a run."""
+    if not value:
+        return None
+    try:
+        secs = float(value)
+    except ValueError:
+        try:
+            dt = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        secs = dt.timestamp() - time.time()
+    return max(0.0, min(secs, _MAX_RETRY_AFTER_S))
+
+
+def _throttler(rate: float | None) -> Throttler | None:
+    """asyncio-throttle takes (count, period); express a float req/s rate as an exact small fraction."""
+    if not rate or rate <= 0:
+        return None
+    frac = Fraction(rate).limit_denominator(1000)
+    return Throttler(rate_limit=max(1, frac.numerator), period=float(frac.denominator))
+
+
+class EndpointClient:
+    """Async client for one endpoint; use as ``async with EndpointClient(cfg) as c: ex = await c.chat(body)``.
+
+    ``api_key``: when None, read from the env var named by ``config.api_key_env`` (if any).
+    ``backoff_base``/``backoff_cap``: exponential backoff with full jitter, ``uniform(0, min(cap, base * 2**n))``;
+    a Retry-After header sets a floor under that sleep.
+    """
+
+    def __init__(self, config: EndpointConfig, *, api_key: str | None = None, backoff_base: float = 0.5,
+                 backoff_cap: float = 30.0, rng: random.Random | None = None) -> None:
+        self.config = config
+        if api_key is None and config.api_key_env:
+            api_key = os.environ.get(config.api_key_env) or None
+        self._secrets = [s for s in (api_key,) if s] + [v for k, v in config.headers.items() if _sensitive(k) and v]
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(config.headers)
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self._http: httpx.AsyncClient | None = None
+        self._sem = asyncio.Semaphore(max(1, config.concurrency))
+        self._throttle = _throttler(config.rate)
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._rng = rng or random.Random()
+        self._base = config.base_url.rstrip("/")
+        self._extra = dict(config.extra_body)
+
+    # lifecycle -------------------------------------------------------------------------------------------
+    async def __aenter__(self) -> "EndpointClient":
+        self._open()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def _open(self) -> httpx.AsyncClient:
+        if self._http is None:
+            n = max(1, self.config.concurrency)
+            self._http = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=httpx.Timeout(self.config.timeout, connect=min(10.0, self.config.timeout)),
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                follow_redirects=False,
+            )
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def _redact(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        for s in self._secrets:
+            if s in text:
+                text = text.replace(s, "***")
+        return text
+
+    # public API --------------------------------------------------------------------------------------------
+    async def list_models(self) -> list[str]:
+        """Model ids from ``GET /models``; raises :class:`EndpointError` (one line) on any failure."""
+        name = self.config.name
+        try:
+            r = await self._open().get(self._base + "/models")
+        except httpx.TimeoutException:
+            raise EndpointError(name, "unreachable", f"timed out connecting to {self.config.base_url}") from None
+        except httpx.HTTPError as e:
+            raise EndpointError(name, "unreachable",
+                                f"cannot reach {self.config.base_url} ({type(e).__name__})") from None
+        if r.status_code == 401 or r.status_code == 403:
+            raise EndpointError(name, "auth", f"authentication failed (HTTP {r.status_code}); check "
+                                + (f"${self.config.api_key_env}" if self.config.api_key_env else "the API key"))
+        if r.status_code != 200:
+            raise EndpointError(name, "models_unavailable", f"GET /models returned HTTP {r.status_code}")
+        try:
+            data = r.json()
+            return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+        except (ValueError, AttributeError, TypeError):
+            raise EndpointError(name, "bad_response", "GET /models did not return an OpenAI model list") from None
+
+    async def preflight(self) -> None:
+        """Fail early with one clear line: unreachable, bad key (401), unknown model. Fills ``config.model``."""
+        name = self.config.name
+        try:
+            models = await self.list_models()
+        except EndpointError as e:
+            if e.kind != "models_unavailable":
+                raise
+            if not self.config.model:
+                raise EndpointError(name, "unknown_model", "GET /models is unavailable; pass --model") from None
+            ex = await self.chat({"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}, stream=False)
+            if ex.error_class == "auth":
+                raise EndpointError(name, "auth", "authentication failed (HTTP 401)") from None
+            if ex.error_class == "not_found":
+                raise EndpointError(name, "unknown_model", f"model '{self.config.model}' not found (HTTP 404)") from None
+            if not ex.ok:
+                raise EndpointError(name, "unreachable", f"test request failed: {ex.error_class} "
+                                    f"(HTTP {ex.status})") from None
+            return
+        if not self.config.model:
+            if not models:
+                raise EndpointError(name, "unknown_model", "GET /models lists no models; pass --model")
+            self.config.model = models[0]
+        elif models and self.config.model not in models:
+            shown = ", ".join(models[:5]) + (", ..." if len(models) > 5 else "")
+            raise EndpointError(name, "unknown_model", f"model '{self.config.model}' is not served (available: {shown})")
+
+    async def chat(self, body: dict, *, stream: bool | None = None) -> Exchange:
+        """POST /chat/completions with retries; streamed when ``stream`` (default: the endpoint's setting)."""
+        stream = self.config.stream if stream is None else stream
+        full = self._full_body(body, stream)
+        if stream:
+            full["stream_options"] = {**(full.get("stream_options") or {}), "include_usage": True}
+        return await self._request("/chat/completions", full, stream, chat=True)
+
+    async def completions(self, body: dict) -> Exchange:
+        """POST /completions (legacy, non-streamed): used for prompt logprobs with ``echo``."""
+        return await self._request("/completions", self._full_body(body, False), False, chat=False)
+
+    async def post_json(self, path: str, body: dict) -> tuple[int, dict | None, Exchange]:
+        """Any other JSON POST (e.g. ``/x/distributions``) with the same retries; body passed as given."""
+        ex = await self._request("/" + path.lstrip("/"), dict(body), False, chat=False)
+        data = ex.response if isinstance(ex.response, dict) else None
+        return (ex.status or 0), data, ex
+
+    # internals -----------------------------------------------------------------------------------------------
+    def _full_body(self, body: dict, stream: bool) -> dict:
+        full = dict(body)
+        if self.config.model and "model" not in full:
+            full["model"] = self.config.model
+        full["stream"] = stream
+        if self._extra:
+            full.update(self._extra)
+        return full
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        jitter = self._rng.uniform(0, min(self.backoff_cap, self.backoff_base * (2 ** (attempt - 1))))
+        return max(jitter, retry_after) if retry_after is not None else jitter
+
+    async def _request(self, path: str, body: dict, stream: bool, *, chat: bool) -> Exchange:
+        payload = canonical_json(body)
+        rhash = hashlib.sha256(payload).hexdigest()
+        http = self._open()
+        url = self._base + path
+        retried: list[int] = []
+        attempts = 0
+        max_attempts = max(1, self.config.max_attempts)
+        while True:
+            attempts += 1
+            if self._throttle is not None:
+                async with self._throttle:
+                    pass
+            async with self._sem:
+                t0 = time.perf_counter()
+                try:
+                    if stream:
+                        ex = await self._stream_once(http, url, payload, t0)
+                    else:
+                        ex = await self._plain_once(http, url, payload, t0, chat)
+                    retry_after = ex.pop("_retry_after", None)
+                except httpx.TimeoutException as e:
+                    ex = {"status": None, "error_class": "timeout", "error_message": f"{type(e).__name__}"}
+                    retry_after = None
+                except (httpx.ConnectError, httpx.NetworkError, httpx.RemoteProtocolError) as e:
+                    cls = "broken_stream" if stream and isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)) \
+                        else "connection"
+                    ex = {"status": None, "error_class": cls, "error_message": self._redact(f"{type(e).__name__}: {e}")}
+                    retry_after = None
+                except _BrokenStream as e:
+                    ex = {"status": 200, "error_class": "broken_stream", "error_message": str(e)}
+                    retry_after = None
+                ex["latency_s"] = time.perf_counter() - t0
+            err = ex.get("error_class")
+            retryable = err in ("rate_limited", "server_error", "timeout", "connection", "broken_stream")
+            if not retryable or attempts >= max_attempts:
+                break
+            retried.append(ex.get("status") or 0)
+            await asyncio.sleep(self._backoff(attempts, retry_after))
+        ex.setdefault("wire_issues", [])
+        return Exchange.model_construct(request_hash=rhash, attempts=attempts, retried_statuses=retried, stream=stream,
+                                        **_exchange_defaults(ex))
+
+    def _classify(self, status: int, text: str) -> dict:
+        if status == 429:
+            cls = "rate_limited"
+        elif status >= 500 or status in RETRYABLE_STATUSES:
+            cls = "server_error"
+        elif status in (401, 403):
+            cls = "auth"
+        elif status == 404:
+            cls = "not_found"
+        else:
+            cls = "client_error"
+        msg = text
+        try:
+            err = json.loads(text).get("error")
+            if isinstance(err, dict) and err.get("message"):
+                msg = str(err["message"])
+            elif isinstance(err, str):
+                msg = err
+        except (ValueError, AttributeError):
+            pass
+        return {"status": status, "error_class": cls, "error_message": self._redact(msg[:500])}
+
+    async def _plain_once(self, http: httpx.AsyncClient, url: str, payload: bytes, t0: float, chat: bool) -> dict:
+        r = await http.post(url, content=payload)
+        raw = await r.aread()
+        if r.status_code >= 300:
+            out = self._classify(r.status_code, raw.decode("utf-8", "replace"))
+            out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
+            return out
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return {"status": r.status_code, "error_class": "malformed_response",
+                    "error_message": "response body is not JSON", "wire_issues": ["malformed_response_body"]}
+        if not chat:
+            return {"status": r.status_code, "response": data}
+        return _from_completion(r.status_code, data)
+
+    async def _stream_once(self, http: httpx.AsyncClient, url: str, payload: bytes, t0: float) -> dict:
+        async with http.stream("POST", url, content=payload, headers={"accept": "text/event-stream"}) as r:
+            if r.status_code >= 300:
+                raw = await r.aread()
+                out = self._classify(r.status_code, raw.decode("utf-8", "replace"))
+                out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
+                return out
+            acc = _StreamAccumulator()
+            async for sse in EventSource(r).aiter_sse():
+                if acc.feed(sse.data, time.perf_counter() - t0):
+                    break
+            if not acc.done:
+                raise _BrokenStream(f"stream ended after {acc.events} events without [DONE]")
+            return acc.result(r.status_code)
+
+
+def _sensitive(header: str) -> bool:
+    h = header.lower()
+    return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
+
+
+def _exchange_defaults(ex: dict) -> dict:
+    """Fill every Exchange field so ``model_construct`` output serialises exactly like a validated model."""
+    ex.setdefault("status", None)
+    ex.setdefault("error_class", None)
+    ex.setdefault("error_message", None)
+    ex.setdefault("ttft_s", None)
+    ex.setdefault("latency_s", None)
+    ex.setdefault("chunk_times_s", [])
+    ex.setdefault("response", None)
+    ex.setdefault("content", None)
+    ex.setdefault("reasoning_content", None)
+    ex.setdefault("finish_reason", None)
+    ex.setdefault("tool_calls", [])
+    if "usage" not in ex:
+        ex["usage"] = normalize_usage(None)
+    ex.setdefault("logprobs", None)
+    return ex
+
+
+def _from_completion(status: int, data: Any) -> dict:
+    """Pull the measured fields out of a non-streamed chat completion (tolerant: oddities become wire issues)."""
+    issues: list[str] = []
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        return {"status": status, "response": data if isinstance(data, dict) else None,
+                "error_class": "malformed_response", "error_message": "completion has no choices",
+                "wire_issues": ["no_choices"]}
+    choice = data["choices"][0] if isinstance(data["choices"][0], dict) else {}
+    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    calls = []
+    for i, tc in enumerate(msg.get("tool_calls") or []):
+        if not isinstance(tc, dict):
+            issues.append("malformed_tool_call")
+            continue
+        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, str):
+            issues.append(f"tool_call_arguments_not_string:{i}")
+            args = json.dumps(args)
+        calls.append(ToolCall.model_construct(index=i, id=tc.get("id"), type=tc.get("type"), name=fn.get("name"),
+                                              arguments=args or ""))
+    finish = choice.get("finish_reason")
+    issues += _finish_issues(finish, calls) + _tool_call_issues(calls)
+    reasoning = msg.get("reasoning_content")
+    if reasoning is None:
+        reasoning = msg.get("reasoning")
+    lp = choice.get("logprobs")
+    return {"status": status, "response": data, "content": msg.get("content"),
+            "reasoning_content": reasoning if isinstance(reasoning, str) else None,
+            "finish_reason": finish, "tool_calls": calls, "usage": normalize_usage(data.get("usage")),
+            "logprobs": lp.get("content") if isinstance(lp, dict) else None, "wire_issues": issues}
+
+
+class _StreamAccumulator:
+    """Reassembles chat-completion chunks the way OpenAI streams them (content, reasoning, tool-call deltas)."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.events = 0
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.logprobs: list | None = None
+        self.issues: list[str] = []
+        self.ttft: float | None = None
+        self.times: list[float] = []
+        self.meta: dict[str, Any] = {}
+        self.role: str | None = None
+
+    def feed(self, data: str, t: float) -> bool:
+        """Consume one SSE data payload; True at ``[DONE]``."""
+        if data == "[DONE]":
+            self.done = True
+            return True
+        self.events += 1
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            self.issues.append("malformed_chunk")
+            return False
+        if not isinstance(chunk, dict):
+            self.issues.append("malformed_chunk")
+            return False
+        if "error" in chunk and "choices" not in chunk:
+            err = chunk["error"]
+            raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
+        if not self.meta:
+            self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            self.issues.append("chunk_without_choices")
+            return False
+        for choice in choices:
+            if not isinstance(choice, dict):
+                self.issues.append("malformed_chunk")
+                continue
+            if choice.get("index", 0) != 0:
+                continue
+            self._delta(choice, t)
+        return False
+
+    def _delta(self, choice: dict, t: float) -> None:
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = {}
+        seen_token = False
+        if delta.get("role") and self.role is None:
+            self.role = delta["role"]
+        c = delta.get("content")
+        if c:
+            self.content.append(c)
+            seen_token = True
+        r = delta.get("reasoning_content")
+        if r is None:
+            r = delta.get("reasoning")
+        if isinstance(r, str) and r:
+            self.reasoning.append(r)
+            seen_token = True
+        for j, tc in enumerate(delta.get("tool_calls") or []):
+            if not isinstance(tc, dict):
+                self.issues.append("malformed_tool_call_delta")
+                continue
+            idx = tc.get("index")
+            if not isinstance(idx, int):
+                self.issues.append("tool_call_delta_without_index")
+                idx = j
+            acc = self.calls.get(idx)
+            if acc is None:
+                acc = self.calls[idx] = {"id": None, "type": None, "name": None, "arguments": []}
+            if tc.get("id"):
+                if acc["id"] is None:
+                    acc["id"] = tc["id"]
+                elif acc["id"] != tc["id"]:
+                    self.issues.append(f"tool_call_id_changed:{idx}")
+            if tc.get("type"):
+                acc["type"] = tc["type"]
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            name = fn.get("name")
+            if name:
+                if acc["name"] is None:
+                    acc["name"] = name
+                elif name == acc["name"]:
+                    self.issues.append(f"tool_call_name_repeated:{idx}")
+                else:
+                    acc["name"] += name
+            args = fn.get("arguments")
+            if args:
+                acc["arguments"].append(args if isinstance(args, str) else json.dumps(args))
+            seen_token = True
+        lp = choice.get("logprobs")
+        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(lp["content"])
+        if choice.get("finish_reason"):
+            if self.finish is not None and self.finish != choice["finish_reason"]:
+                self.issues.append("finish_reason_changed")
+            self.finish = choice["finish_reason"]
+        if seen_token:
+            if self.ttft is None:
+                self.ttft = t
+            self.times.append(t)
+
+    def result(self, status: int) -> dict:
+        calls = [ToolCall.model_construct(index=i, id=a["id"], type=a["type"] or "function", name=a["name"],
+                                          arguments="".join(a["arguments"]))
+                 for i, a in sorted(self.calls.items())]
+        content = "".join(self.content) if self.content else None
+        reasoning = "".join(self.reasoning) if self.reasoning else None
+        issues = self.issues + _finish_issues(self.finish, calls) + _tool_call_issues(calls)
+        if self.usage is None:
+            issues.append("stream_missing_usage")
+        msg: dict[str, Any] = {"role": self.role or "assistant", "content": content}
+        if calls:
+            msg["tool_calls"] = [{"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in calls]
+        if reasoning is not None:
+            msg["reasoning_content"] = reasoning
+        response = {**self.meta, "object": "chat.completion",
+                    "choices": [{"index": 0, "message": msg, "finish_reason": self.finish,
+                                 "logprobs": {"content": self.logprobs} if self.logprobs is not None else None}]}
+        if self.usage is not None:
+            response["usage"] = self.usage
+        return {"status": status, "response": response, "content": content, "reasoning_content": reasoning,
+                "finish_reason": self.finish, "tool_calls": calls, "usage": normalize_usage(self.usage),
+                "logprobs": self.logprobs, "wire_issues": issues, "ttft_s": self.ttft, "chunk_times_s": self.times}

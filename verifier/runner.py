@@ -1,0 +1,439 @@
+"""Drive one run: folder, manifest, preflight, every suite kind against every endpoint, scoring, summary, report.
+
+Suite kinds (toolcall, agent, logprob, cache) plug in through the :class:`SuiteKind` protocol and are found by
+``verifier.suite_registry``; this module knows nothing about what a kind measures. It owns the order of
+events and the guarantees around them:
+
+* nothing is sent before every input is checked (suite files, TOML, key env vars) and every endpoint has
+  passed preflight (reachable, key accepted, model served), so mistakes cost seconds, not a half-run;
+* every exchange lands in ``records.jsonl`` as it completes, so ``--resume DIR`` continues a killed run from
+  the manifest alone, with no exchange lost or sent twice (the suites' content hashes must still match);
+* ``manifest.json`` and ``summary.json`` never contain a secret (only env var names; header values redacted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import importlib
+import importlib.metadata
+import logging
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from verifier.client import EndpointClient, EndpointError
+from verifier.endpoints import BuiltinServers, EndpointConfigError, EndpointSet, check_keys, default_endpoints
+from verifier.progress import Progress
+from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
+from verifier.store import ManifestEndpoint, ManifestSuite, RecordStore, RunManifest, StoreError, _first_line
+from verifier.summary_model import EndpointSuiteResult, InputProblem, RunSummary
+
+log = logging.getLogger(__name__)
+
+REDACTED = "<redacted>"
+
+
+@dataclass
+class RunContext:
+    """What a suite kind gets to do its work: clients by endpoint name, the store, and the run's settings."""
+
+    run_dir: Path
+    store: RecordStore
+    clients: dict[str, EndpointClient]
+    reference: str
+    candidates: list[str]
+    repeats: int
+    seed: int
+    progress: Progress
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Reference first, then candidates: the order kinds should send in."""
+        return [self.reference, *self.candidates]
+
+
+class LoadedSuiteLike(Protocol):
+    manifest: SuiteManifest
+    cases: Any
+
+
+@runtime_checkable
+class SuiteKind(Protocol):
+    """One per suite kind, registered in ``verifier.suite_registry``.
+
+    Optional attributes the runner honours: ``needs_reference_first: bool`` (run the reference to completion
+    before any candidate, for kinds that compare against reference outputs while sending).
+    """
+
+    kind: str
+
+    def load(self, ref: str, options: dict) -> LoadedSuiteLike: ...
+
+    def planned_exchanges(self, suite: LoadedSuiteLike, ctx: RunContext) -> int: ...
+
+    async def run(self, suite: LoadedSuiteLike, ctx: RunContext) -> None: ...
+
+    def score(self, suite: LoadedSuiteLike, records: list[ExchangeRecord], reference: str,
+              endpoints: list[str]) -> list[EndpointSuiteResult]: ...
+
+
+class InputError(Exception):
+    """Bad input (usage, files, env): exit code 2. The message is one line."""
+
+    exit_code = 2
+
+
+class RunFailed(Exception):
+    """The run could not complete or produced nothing usable: exit code 3. ``lines`` say why."""
+
+    exit_code = 3
+
+    def __init__(self, lines: list[str], exit_code: int = 3) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+        self.exit_code = exit_code
+
+
+@dataclass
+class RunSettings:
+    """Everything ``verifier run`` was asked to do (the CLI builds this; tests build it directly)."""
+
+    suites: list[str] = field(default_factory=list)
+    endpoints: EndpointSet | None = None
+    out: Path | None = None
+    resume: Path | None = None
+    repeats: int = 1
+    seed: int = 0
+    limit: int | None = None
+    strict: bool = False
+    stream: bool | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # kind-specific: horizon, trials, ...
+    db: Path | None = None
+    history: bool = True
+    render: bool = True
+    display_progress: bool | None = None
+    backoff_base: float = 0.5
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    summary: RunSummary
+    problems: list[str] = field(default_factory=list)  # run-level failures (exit 3 when non-empty)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# suite lookup
+# ----------------------------------------------------------------------------------------------------------
+
+def default_suites() -> list[str]:
+    try:
+        reg = importlib.import_module("verifier.suite_registry")
+    except ImportError:
+        return ["toolcall-core"]
+    return list(getattr(reg, "DEFAULT_SUITES", ["toolcall-core"]))
+
+
+def resolve_kind(ref: str) -> SuiteKind:
+    """The SuiteKind for ``ref`` (a built-in name or a path), via ``verifier.suite_registry``."""
+    try:
+        reg = importlib.import_module("verifier.suite_registry")
+    except ImportError as e:
+        raise InputError(f"suite '{ref}': the suite registry is not available ({e})") from None
+    try:
+        kind = reg.resolve(ref)
+    except (KeyError, LookupError, ValueError, FileNotFoundError) as e:
+        raise InputError(f"suite '{ref}': {_first_line(e)}") from None
+    if isinstance(kind, tuple):  # (kind, loader) style registries
+        kind = kind[0]
+    return kind
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------------------------------------
+
+def _utcnow() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_dir(out: Path | None) -> Path:
+    """``--out`` (must be new or empty) or ``runs/<UTC timestamp>`` (suffixed if taken)."""
+    if out is not None:
+        out = Path(out)
+        if out.exists() and any(out.iterdir()):
+            raise InputError(f"--out {out}: folder exists and is not empty (use --resume {out} to continue it)")
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = Path("runs") / stamp
+    path, i = base, 2
+    while path.exists():
+        path, i = Path(f"{base}-{i}"), i + 1
+    path.mkdir(parents=True)
+    return path
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for pkg in ("verifier", "httpx", "pydantic", "torch", "numpy", "scipy"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _is_secret_header(name: str) -> bool:
+    h = name.lower()
+    return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
+
+
+def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
+    out = []
+    for e in eps.endpoints:
+        spec = eps.builtin(e.name)
+        headers = {k: (REDACTED if _is_secret_header(k) else v) for k, v in e.headers.items()}
+        out.append(ManifestEndpoint(
+            name=e.name, source=eps.sources.get(e.name, e.base_url), base_url=e.base_url, model=e.model,
+            api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
+            concurrency=e.concurrency, timeout=e.timeout, stream=e.stream, max_attempts=e.max_attempts,
+            is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
+    return out
+
+
+def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> EndpointSet:
+    """Rebuild the endpoint set for ``--resume``; secret headers must come back from the same ``--config``."""
+    if override is not None:
+        names = {e.name for e in m.endpoints}
+        if {e.name for e in override.endpoints} != names:
+            raise InputError(f"--resume: the endpoints given ({sorted(e.name for e in override.endpoints)}) "
+                             f"differ from the run's ({sorted(names)})")
+        override.reference = m.reference
+        override.endpoints.sort(key=lambda c: c.name != m.reference)
+        return override
+    configs, sources = [], {}
+    for me in m.endpoints:
+        if REDACTED in me.headers.values():
+            raise InputError(f"--resume: endpoint '{me.name}' used secret headers that are not stored; "
+                             "pass the same --config again")
+        base = me.source if me.source.startswith("builtin:") else me.base_url
+        configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
+                                      headers=me.headers, extra_body=me.extra_body, rate=me.rate,
+                                      concurrency=me.concurrency, timeout=me.timeout, stream=me.stream,
+                                      max_attempts=me.max_attempts))
+        sources[me.name] = me.source
+    configs.sort(key=lambda c: c.name != m.reference)
+    return EndpointSet(configs, m.reference, sources)
+
+
+def _kind_options(s: RunSettings) -> dict[str, Any]:
+    opts = dict(s.options)
+    opts.setdefault("limit", s.limit)
+    opts.setdefault("strict", s.strict)
+    if s.stream is not None:
+        opts.setdefault("stream", s.stream)
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def _load_suites(refs: list[str], options: dict[str, Any]) -> list[tuple[str, SuiteKind, Any]]:
+    loaded = []
+    for ref in refs:
+        kind = resolve_kind(ref)
+        try:
+            suite = kind.load(ref, options)
+        except (ValueError, FileNotFoundError, KeyError) as e:  # SuiteLineError is a ValueError
+            raise InputError(_first_line(e)) from None
+        loaded.append((ref, kind, suite))
+    names = [s.manifest.name for _, _, s in loaded]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise InputError(f"--suite: suite name(s) {sorted(dup)} given twice")
+    return loaded
+
+
+async def _preflight(clients: dict[str, EndpointClient]) -> None:
+    results = await asyncio.gather(*(c.preflight() for c in clients.values()), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if not errors:
+        return
+    lines, code = [], 2
+    for e in errors:
+        if isinstance(e, EndpointError):
+            lines.append(str(e))
+            if e.kind in ("unreachable", "bad_response", "models_unavailable"):
+                code = 3
+        else:
+            raise e
+    raise RunFailed(lines, exit_code=code)
+
+
+def execute_run(settings: RunSettings) -> RunOutcome:
+    """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines."""
+    s = settings
+    warnings: list[str] = []
+    if s.resume is not None:
+        run_dir = Path(s.resume)
+        try:
+            manifest = RunManifest.load(run_dir)
+        except StoreError as e:
+            raise InputError(str(e)) from None
+        endpoints = _endpoints_from_manifest(manifest, s.endpoints)
+        st = manifest.settings
+        s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict", False)
+        s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
+        refs = [ms.ref for ms in manifest.suites]
+    else:
+        manifest = None
+        endpoints = s.endpoints
+        if endpoints is None:
+            endpoints = default_endpoints(stream=s.stream)
+        refs = s.suites or default_suites()
+        run_dir = None
+    try:
+        check_keys(endpoints)
+    except EndpointConfigError as e:
+        raise InputError(str(e)) from None
+    options = _kind_options(s)
+    loaded = _load_suites(refs, options)
+    if manifest is not None:
+        for ms, (_, _, suite) in zip(manifest.suites, loaded):
+            if ms.manifest.content_hash != suite.manifest.content_hash:
+                raise InputError(f"--resume: suite '{ms.ref}' changed since the run started "
+                                 f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
+    if run_dir is None:
+        run_dir = new_run_dir(s.out)
+    problems: list[InputProblem] = []
+    for _, _, suite in loaded:
+        problems += list(getattr(suite, "problems", []) or [])
+    for p in problems:
+        warnings.append(f"skipped {p.source}:{p.line}: {p.message}")
+
+    started = manifest.started_at if manifest else _utcnow()
+    run_id = manifest.run_id if manifest else run_dir.name
+    settings_out = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict, "stream": s.stream,
+                    "options": s.options}
+    try:
+        with BuiltinServers(endpoints):
+            outcome = asyncio.run(_run_async(s, endpoints, loaded, run_dir, manifest, started, run_id,
+                                             settings_out, problems))
+    except EndpointConfigError as e:
+        raise InputError(str(e)) from None
+    outcome.warnings = warnings + outcome.warnings
+    return outcome
+
+
+async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[str, SuiteKind, Any]], run_dir: Path,
+                     old: RunManifest | None, started: str, run_id: str, settings_out: dict[str, Any],
+                     problems: list[InputProblem]) -> RunOutcome:
+    clients = {e.name: EndpointClient(e, backoff_base=s.backoff_base) for e in endpoints.endpoints}
+    async with contextlib.AsyncExitStack() as stack:
+        for c in clients.values():
+            await stack.enter_async_context(c)
+        await _preflight(clients)
+        manifest = RunManifest(
+            run_id=run_id, started_at=started, reference=endpoints.reference,
+            endpoints=_manifest_endpoints(endpoints),
+            suites=[ManifestSuite(ref=ref, kind=kind.kind, manifest=suite.manifest) for ref, kind, suite in loaded],
+            settings=settings_out, versions=_versions(),
+            resumed_at=(old.resumed_at + [_utcnow()]) if old else [])
+        manifest.write(run_dir)
+        store = RecordStore(run_dir / "records.jsonl")
+        stack.callback(store.close)
+        progress = Progress(display=s.display_progress)
+        ctx = RunContext(run_dir=run_dir, store=store, clients=clients, reference=endpoints.reference,
+                         candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
+                         options=_kind_options(s))
+        failures: list[str] = []
+        with progress:
+            progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
+            for ref, kind, suite in loaded:
+                progress.set_label(suite.manifest.name)
+                try:
+                    if getattr(kind, "needs_reference_first", False) and ctx.candidates:
+                        ref_ctx = RunContext(**{**ctx.__dict__, "candidates": []})
+                        await kind.run(suite, ref_ctx)
+                    await kind.run(suite, ctx)
+                except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
+                    log.exception("suite %s failed", ref)
+                    failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
+        results: list[EndpointSuiteResult] = []
+        eps = [endpoints.reference, *endpoints.candidates]
+        ok_by_endpoint = {n: [0, 0] for n in eps}
+        for ref, kind, suite in loaded:
+            records = store.read(suite=suite.manifest.name)
+            for r in records:
+                if r.endpoint in ok_by_endpoint:
+                    ok_by_endpoint[r.endpoint][0] += r.ok
+                    ok_by_endpoint[r.endpoint][1] += 1
+            try:
+                results += kind.score(suite, records, endpoints.reference, eps)
+            except Exception as e:  # noqa: BLE001 - a scoring bug is reported, other suites still scored
+                log.exception("scoring %s failed", ref)
+                failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
+        for name, (ok, total) in ok_by_endpoint.items():
+            if total and not ok:
+                failures.append(f"endpoint '{name}': all {total} exchanges failed")
+        finished = _utcnow()
+        summary = RunSummary(
+            run_id=run_id, started_at=started, finished_at=finished, verifier_version=_versions().get("verifier", "0"),
+            reference=endpoints.reference, endpoints=endpoints.info(),
+            suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
+            settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
+                                                    "retries": progress.retries}})
+        write_summary(run_dir, summary)
+        manifest.finished_at = finished
+        manifest.status = "failed" if failures else "completed"
+        manifest.write(run_dir)
+    outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures)
+    if s.render:
+        outcome.warnings += render(run_dir)
+    if s.history:
+        outcome.warnings += index_history(run_dir, s.db)
+    return outcome
+
+
+def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
+    try:
+        return int(kind.planned_exchanges(suite, ctx))
+    except Exception:  # noqa: BLE001 - an estimate only; the bar then runs without a total
+        return 0
+
+
+def write_summary(run_dir: Path, summary: RunSummary) -> None:
+    tmp = Path(run_dir) / "summary.json.tmp"
+    tmp.write_text(summary.model_dump_json(indent=2))
+    tmp.replace(Path(run_dir) / "summary.json")
+
+
+def render(run_dir: Path) -> list[str]:
+    """Write report.html via the report module; a missing/broken renderer is a warning, never a lost run."""
+    try:
+        from reports.render import render_report
+    except ImportError as e:
+        return [f"report.html not written: the report renderer is not available ({e})"]
+    try:
+        render_report(Path(run_dir))
+    except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
+        log.exception("report rendering failed")
+        return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "
+                f"(retry with: verifier report {run_dir})"]
+    return []
+
+
+def index_history(run_dir: Path, db: Path | None) -> list[str]:
+    try:
+        from verifier.history import index_run
+    except ImportError as e:
+        return [f"run not indexed into history: {e}"]
+    try:
+        index_run(Path(run_dir), db)
+    except Exception as e:  # noqa: BLE001 - history is an index; the run folder is the record
+        return [f"run not indexed into history ({db or 'default db'}): {type(e).__name__}: {_first_line(e)}"]
+    return []

@@ -1,0 +1,216 @@
+"""What a run folder holds on disk: the append-only record log and the run manifest.
+
+``records.jsonl`` is the ground truth of a run: every exchange is appended (and flushed to the OS) the moment it
+completes, so a run killed at any instant loses at most the exchange that was in flight, and ``--resume`` can
+tell exactly which exchanges exist by their :meth:`~verifier.records.ExchangeRecord.key`. A kill can tear the
+last line; opening the store trims that torn tail instead of failing, so resume always works. fsync is
+"light": at most every ``fsync_interval_s`` and on close, because a per-record fsync would cost more than the
+request on a fast endpoint while flush alone already survives a process kill (only a power cut needs fsync).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import BaseModel, Field
+
+from verifier.records import ExchangeRecord, SuiteManifest
+
+log = logging.getLogger(__name__)
+
+_KEY_FIELDS = ("suite", "case_id", "endpoint", "repeat", "step", "variant")
+
+
+class StoreError(ValueError):
+    """A record file that cannot be read; the message names the file and line."""
+
+
+class RecordStore:
+    """``records.jsonl`` in a run folder: append-only, one :class:`ExchangeRecord` per line, flushed per record.
+
+    Appending a record whose key is already on disk is a no-op (counted in ``duplicates_dropped``): the
+    guarantee "no exchange duplicated" holds even if a caller forgets to skip done keys on resume.
+    """
+
+    def __init__(self, path: Path, *, fsync_interval_s: float = 1.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fsync_interval = fsync_interval_s
+        self._last_fsync = time.monotonic()
+        self.duplicates_dropped = 0
+        self.torn_bytes_trimmed = self._trim_torn_tail()
+        self._keys: set[tuple] = set(self._scan_keys())
+        self._fh = open(self.path, "ab")
+
+    # writing ---------------------------------------------------------------------------------------------
+    def append(self, record: ExchangeRecord) -> None:
+        """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks."""
+        key = record.key()
+        line = record.model_dump_json().encode() + b"\n"
+        with self._lock:
+            if key in self._keys:
+                self.duplicates_dropped += 1
+                log.warning("dropped duplicate record %s", key)
+                return
+            self._fh.write(line)
+            self._fh.flush()
+            self._keys.add(key)
+            now = time.monotonic()
+            if now - self._last_fsync >= self._fsync_interval:
+                os.fsync(self._fh.fileno())
+                self._last_fsync = now
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+
+    def __enter__(self) -> "RecordStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # reading ---------------------------------------------------------------------------------------------
+    def done_keys(self) -> set[tuple]:
+        """Keys of every record on disk (and appended since opening): what ``--resume`` must not send again."""
+        with self._lock:
+            return set(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def read(self, *, kind: str | None = None, suite: str | None = None) -> list[ExchangeRecord]:
+        """All records, optionally filtered; validated into :class:`ExchangeRecord` (scoring wants types)."""
+        out = []
+        for lineno, raw in self._lines():
+            if kind is not None or suite is not None:
+                # cheap pre-filter without a full parse: both fields serialise early and literally
+                if (kind is not None and f'"kind":"{kind}"'.encode() not in raw) or (
+                        suite is not None and f'"suite":{json.dumps(suite)}'.encode() not in raw):
+                    continue
+            try:
+                rec = ExchangeRecord.model_validate_json(raw)
+            except ValueError as e:
+                raise StoreError(f"{self.path}:{lineno}: not a valid record ({_first_line(e)})") from None
+            if (kind is None or rec.kind == kind) and (suite is None or rec.suite == suite):
+                out.append(rec)
+        return out
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                raw = raw.strip()
+                if raw:
+                    yield lineno, raw
+
+    def _scan_keys(self) -> Iterator[tuple]:
+        for lineno, raw in self._lines():
+            try:
+                d = json.loads(raw)
+                yield tuple(d.get(f, 0 if f == "repeat" else None) for f in _KEY_FIELDS)
+            except (ValueError, AttributeError):
+                raise StoreError(f"{self.path}:{lineno}: not a valid record line") from None
+
+    def _trim_torn_tail(self) -> int:
+        """Cut a partial last line (a kill mid-write) so the file is whole lines again; returns bytes removed."""
+        if not self.path.exists():
+            return 0
+        size = self.path.stat().st_size
+        if size == 0:
+            return 0
+        with open(self.path, "rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return 0
+            # find the last newline
+            pos = size
+            block = 4096
+            keep = 0
+            while pos > 0:
+                start = max(0, pos - block)
+                fh.seek(start)
+                chunk = fh.read(pos - start)
+                i = chunk.rfind(b"\n")
+                if i >= 0:
+                    keep = start + i + 1
+                    break
+                pos = start
+            fh.truncate(keep)
+        log.warning("%s: trimmed a torn last line (%d bytes) left by an interrupted run", self.path, size - keep)
+        return size - keep
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+
+
+# ----------------------------------------------------------------------------------------------------------
+# manifest.json
+# ----------------------------------------------------------------------------------------------------------
+
+class ManifestEndpoint(BaseModel):
+    """An endpoint as the manifest keeps it: enough to resume, never a secret (header values redacted)."""
+
+    name: str
+    source: str  # what the user wrote: a URL or "builtin:tiny?kv=fp8"
+    base_url: str
+    model: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    rate: float | None = None
+    concurrency: int = 8
+    timeout: float = 120.0
+    stream: bool = False
+    max_attempts: int = 5
+    is_reference: bool = False
+    builtin: dict[str, Any] | None = None
+
+
+class ManifestSuite(BaseModel):
+    ref: str  # what was passed to --suite (path or built-in name)
+    kind: str
+    manifest: SuiteManifest
+
+
+class RunManifest(BaseModel):
+    """``manifest.json``: what a run ran, against what, with which settings and software versions."""
+
+    run_id: str
+    started_at: str
+    finished_at: str | None = None
+    status: str = "running"  # running | completed | failed
+    reference: str
+    endpoints: list[ManifestEndpoint]
+    suites: list[ManifestSuite]
+    settings: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    resumed_at: list[str] = Field(default_factory=list)
+
+    def write(self, run_dir: Path) -> None:
+        """Atomic replace, so a kill never leaves a half-written manifest."""
+        tmp = Path(run_dir) / "manifest.json.tmp"
+        tmp.write_text(self.model_dump_json(indent=2))
+        os.replace(tmp, Path(run_dir) / "manifest.json")
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "RunManifest":
+        path = Path(run_dir) / "manifest.json"
+        if not path.exists():
+            raise StoreError(f"{path}: no manifest.json; not a run folder")
+        try:
+            return cls.model_validate_json(path.read_text())
+        except ValueError as e:
+            raise StoreError(f"{path}: unreadable manifest ({_first_line(e)})") from None
