@@ -1,0 +1,24 @@
+"""Shared test fixtures. Kept tiny on purpose: every area's tests run in one pytest process."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import pytest
+
+from verifier.testing.scripted_server import ScriptedServer
+
+
+@pytest.fixture
+def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
+    """Factory: ``srv = scripted_server(responder, api_key=...)`` starts a real loopback server, stopped after the test."""
+    started: list[ScriptedServer] = []
+
+    def make(*args, **kwargs) -> ScriptedServer:
+        srv = ScriptedServer(*args, **kwargs).start()
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()
