@@ -1,0 +1,160 @@
+"""Charts as inline SVG strings, drawn with matplotlib's object API (no pyplot, no global backend state).
+
+Why SVG text rather than PNG: the report must be one self-contained file that prints sharply and makes no
+request; an inline ``<svg>`` needs neither a data URI nor a font download. Text stays text
+(``svg.fonttype = none``), so charts are searchable and small. ``text.parse_math`` is off because endpoint
+names are user input and a ``$`` in one must not be read as TeX.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
+
+from verifier.records import Interval
+from verifier.summary_model import Series
+
+__all__ = ["history_chart", "latency_chart", "rates_chart", "series_chart", "series_title"]
+
+# A colour-blind-safe palette (Okabe-Ito); the reference is always drawn first, in black.
+PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
+_RC = {
+    "svg.fonttype": "none",
+    "text.parse_math": False,
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+_XML_HEAD = re.compile(r"^.*?(?=<svg)", re.S)
+
+
+def _svg(fig: Figure, key: str) -> str:
+    """Serialise a figure to an inline ``<svg>`` element (no XML prolog, ids salted by ``key``)."""
+    buf = io.StringIO()
+    with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = _XML_HEAD.sub("", buf.getvalue(), count=1)
+    return text.replace("<svg ", '<svg role="img" ', 1)
+
+
+def _plain_ticks(axis) -> None:  # noqa: ANN001 - a matplotlib Axis
+    """Log-axis labels as plain numbers: the default formatter emits TeX, and TeX parsing is off."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _figure(width: float = 7.0, height: float = 3.0) -> Figure:
+    with matplotlib.rc_context(_RC):
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def _colour(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str) -> str:
+    """Proportions with 95% CIs: one dot + error bar per (metric, endpoint), grouped by metric."""
+    metrics = list(dict.fromkeys(m for m, _, _ in rows))
+    endpoints = list(dict.fromkeys(e for _, e, _ in rows))
+    with matplotlib.rc_context(_RC):
+        fig = _figure(7.0, max(1.8, 0.22 * len(rows) + 0.35 * len(metrics) + 0.6))
+        ax = fig.add_subplot()
+        ticks, labels, y = [], [], 0.0
+        for m in metrics:
+            for e in endpoints:
+                ivs = [iv for mm, ee, iv in rows if mm == m and ee == e and iv.value is not None]
+                if not ivs:
+                    continue
+                iv = ivs[0]
+                lo = iv.value - iv.low if iv.low is not None else 0.0
+                hi = iv.high - iv.value if iv.high is not None else 0.0
+                ax.errorbar([iv.value], [y], xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", ms=4, capsize=3,
+                            color=_colour(endpoints.index(e)))
+                ticks.append(y)
+                labels.append(f"{m} · {e} (n={iv.n})")
+                y -= 1.0
+            y -= 0.6
+        ax.set_yticks(ticks, labels)
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlabel("rate (dot) with 95% CI (bar)")
+        return _svg(fig, key)
+
+
+def series_title(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str) -> str:
+    """One Series name across endpoints: lines (steps for survival/CDF curves) with their CI bands."""
+    step = any(w in name for w in ("survival", "cdf", "ecdf"))
+    with matplotlib.rc_context(_RC):
+        fig = _figure()
+        ax = fig.add_subplot()
+        any_s = next(iter(by_endpoint.values()))
+        for i, (endpoint, s) in enumerate(by_endpoint.items()):
+            if not s.x:
+                continue
+            c = _colour(i)
+            drawstyle = "steps-post" if step else "default"
+            ax.plot(s.x, s.y, color=c, drawstyle=drawstyle, marker=None if step or len(s.x) > 30 else "o", ms=3,
+                    label=f"{endpoint}")
+            if s.low is not None and s.high is not None and len(s.low) == len(s.x) == len(s.high):
+                ax.fill_between(s.x, s.low, s.high, color=c, alpha=0.15, step="post" if step else None, linewidth=0)
+        if "kl" in name and any(v > 0 for s in by_endpoint.values() for v in s.x) and not step:
+            ax.set_xscale("symlog", linthresh=1e-4)
+            _plain_ticks(ax.xaxis)
+        ax.set_xlabel(any_s.x_label or "x")
+        ax.set_ylabel(any_s.y_label or series_title(name))
+        ax.legend(loc="best", fontsize=8, frameon=False)
+        return _svg(fig, key)
+
+
+def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str) -> str:
+    """Latency distributions as empirical CDFs (log time axis), n per endpoint in the legend."""
+    with matplotlib.rc_context(_RC):
+        fig = _figure()
+        ax = fig.add_subplot()
+        for i, (endpoint, values) in enumerate(by_endpoint.items()):
+            xs = sorted(v for v in values if v is not None and v > 0 and math.isfinite(v))
+            if not xs:
+                continue
+            ys = [(j + 1) / len(xs) for j in range(len(xs))]
+            ax.plot(xs, ys, drawstyle="steps-post", color=_colour(i), label=f"{endpoint} (n={len(xs)})")
+        ax.set_xscale("log")
+        _plain_ticks(ax.xaxis)
+        ax.set_xlabel("request latency, seconds (log scale)")
+        ax.set_ylabel("share of requests at or below")
+        ax.set_ylim(0, 1.02)
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        return _svg(fig, key)
+
+
+def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, float | None]]], metric: str,
+                  key: str) -> str:
+    """A metric over runs per endpoint: (started_at, value, low, high), CI as error bars, oldest left."""
+    with matplotlib.rc_context(_RC):
+        fig = _figure(7.0, 2.6)
+        ax = fig.add_subplot()
+        runs = sorted({p[0] for pts in points.values() for p in pts})
+        index = {r: i for i, r in enumerate(runs)}
+        for i, (endpoint, pts) in enumerate(points.items()):
+            xs = [index[p[0]] for p in pts]
+            ys = [p[1] for p in pts]
+            lo = [p[1] - p[2] if p[2] is not None else 0.0 for p in pts]
+            hi = [p[3] - p[1] if p[3] is not None else 0.0 for p in pts]
+            ax.errorbar(xs, ys, yerr=[[max(v, 0) for v in lo], [max(v, 0) for v in hi]], fmt="-o", ms=3, capsize=2,
+                        color=_colour(i), label=endpoint)
+        step = max(1, len(runs) // 8)
+        ax.set_xticks(range(0, len(runs), step), [runs[j][:10] for j in range(0, len(runs), step)])
+        ax.set_xlabel("run (start date)")
+        ax.set_ylabel(metric)
+        ax.legend(loc="best", fontsize=8, frameon=False)
+        return _svg(fig, key)

@@ -1,0 +1,370 @@
+"""Render ``run_dir/report.html`` (one self-contained, offline file) from a run folder.
+
+Inputs: ``summary.json`` (RunSummary, required), ``manifest.json`` (optional: versions, settings) and
+``records.jsonl`` (optional: latency distributions). Output: ``report.html`` plus ``disclosure-<endpoint>.json``.
+
+Safety: every value goes through jinja2 autoescaping; the only unescaped inserts are our own SVG charts and our
+own script, and a Content-Security-Policy allows nothing else (no network, no other script, no inline event
+handlers), so model output that contains markup is shown as text and can never run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from collections import defaultdict
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from pydantic import BaseModel, Field
+
+from reports import charts
+from reports.disclosure import DisclosureCard, build_cards, redact_url, write_cards
+from verifier.drift import DriftReport, detect_drift
+from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
+from verifier.history import load_frame, load_summary
+from verifier.records import ExchangeRecord, Interval
+from verifier.summary_model import EndpointSuiteResult, RunSummary, Series
+
+__all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
+
+log = logging.getLogger(__name__)
+
+#: The verdict table's columns: (metric or "pass^k", heading). pass^k = the largest k the agent suite reported.
+VERDICT_COLUMNS: list[tuple[str, str]] = [
+    ("trigger_f1", "Trigger F1"),
+    ("schema_accuracy", "Schema accuracy"),
+    ("task_success", "Agent success"),
+    ("pass^k", "Agent pass^k"),
+    ("kl_mean", "Mean KL"),
+    ("cache_hit_rate", "Cache hit rate"),
+    ("latency_p50_s", "Latency p50"),
+]
+MAX_DISAGREEMENTS = 300  # per endpoint x suite; the count beyond is stated
+NOT_MEASURED = "not measured"
+
+
+class Cell(BaseModel):
+    """One figure as shown: text for value, CI and n, plus the policy mark when a threshold applies."""
+
+    metric: str
+    suite: str | None = None
+    value: str = NOT_MEASURED
+    ci: str = ""
+    n: int | None = None
+    measured: bool = False
+    status: str | None = None
+    message: str = ""
+
+
+class VerdictRow(BaseModel):
+    endpoint: str
+    model: str | None
+    is_reference: bool
+    status: str | None
+    cells: list[list[Cell]]  # one list per column (several suites may measure the same metric)
+
+
+class MetricRow(BaseModel):
+    metric: str
+    label: str
+    cells: list[Cell]  # one per endpoint
+
+
+class ComparisonRow(BaseModel):
+    endpoint: str
+    metric: str
+    diff: str
+    ci: str
+    n: int
+    p_value: str
+    test: str
+
+
+class Chart(BaseModel):
+    id: str
+    title: str
+    svg: str
+    caption: str = ""
+
+
+class DisagreementView(BaseModel):
+    endpoint: str
+    suite: str
+    case_id: str
+    kind: str
+    reference: str | None
+    candidate: str | None
+    request: str | None
+    detail: str | None
+
+
+class SuiteSection(BaseModel):
+    name: str
+    kind: str
+    version: str
+    content_hash: str
+    case_count: int
+    endpoints: list[str]
+    metric_rows: list[MetricRow]
+    comparisons: list[ComparisonRow]
+    charts: list[Chart]
+    notes: list[tuple[str, str]]
+    counts: list[tuple[str, str, int]]
+    disagreement_total: int
+    disagreements_shown: int
+
+
+def fmt_value(metric: str, v: float | None) -> str:
+    if v is None:
+        return NOT_MEASURED
+    unit = metric_info(metric).unit
+    if unit == "%":
+        return f"{100 * v:.1f}%"
+    if unit == "s":
+        return f"{v:.3f} s"
+    return f"{v:.4g}"
+
+
+def make_cell(metric: str, suite: str | None, iv: Interval | None, check: Check | None = None) -> Cell:
+    if iv is None or iv.value is None:
+        return Cell(metric=metric, suite=suite)
+    ci = f"[{fmt_value(metric, iv.low)}, {fmt_value(metric, iv.high)}]" if iv.low is not None and iv.high is not None else "CI not computed"
+    return Cell(metric=metric, suite=suite, value=fmt_value(metric, iv.value), ci=ci, n=iv.n, measured=True,
+                status=check.status if check else None, message=check.message if check else "")
+
+
+def _pass_k(results: list[EndpointSuiteResult]) -> list[tuple[str, str, Interval]]:
+    out = []
+    for r in results:
+        ks = [int(m.split("^", 1)[1]) for m in r.metrics if m.startswith("pass^") and m.split("^", 1)[1].isdigit()]
+        if ks:
+            name = f"pass^{max(ks)}"
+            out.append((name, r.suite, r.metrics[name]))
+    return out
+
+
+def verdict_rows(summary: RunSummary, gate: GateResult) -> list[VerdictRow]:
+    rows = []
+    for ep in summary.endpoints:
+        results = [r for r in summary.results if r.endpoint == ep.name]
+        cols: list[list[Cell]] = []
+        for metric, _ in VERDICT_COLUMNS:
+            found = _pass_k(results) if metric == "pass^k" else [
+                (metric, r.suite, r.metrics[metric]) for r in results if metric in r.metrics
+            ]
+            cells = [make_cell(m, s, iv, gate.for_cell(ep.name, m, s)) for m, s, iv in found]
+            cols.append([c for c in cells if c.measured] or [Cell(metric=metric)])
+        rows.append(VerdictRow(endpoint=ep.name, model=ep.model, is_reference=ep.is_reference or ep.name == summary.reference,
+                               status=gate.endpoint_status(ep.name), cells=cols))
+    return rows
+
+
+def _latencies(records: list[ExchangeRecord], suite: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if r.suite == suite and r.latency_s is not None and r.ok:
+            out[r.endpoint].append(r.latency_s)
+    return dict(out)
+
+
+def _ordered(endpoints: list[str], reference: str) -> list[str]:
+    return sorted(endpoints, key=lambda e: (e != reference, endpoints.index(e)))
+
+
+def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRecord], gate: GateResult) -> SuiteSection:
+    manifest = summary.suites[suite_idx]
+    results = [r for r in summary.results if r.suite == manifest.name]
+    endpoints = _ordered([r.endpoint for r in results], summary.reference)
+    by_ep = {r.endpoint: r for r in results}
+    metrics = list(dict.fromkeys(m for e in endpoints for m in by_ep[e].metrics))
+    metric_rows = [
+        MetricRow(metric=m, label=metric_info(m).label,
+                  cells=[make_cell(m, manifest.name, by_ep[e].metrics.get(m), gate.for_cell(e, m, manifest.name))
+                         for e in endpoints])
+        for m in metrics
+    ]
+    comparisons = []
+    for e in endpoints:
+        for key, c in by_ep[e].comparisons.items():
+            d = c.difference
+            name = c.metric or key
+            diff_unit = metric_info(name).unit
+            fmt = (lambda v: "n/a" if v is None else f"{100 * v:+.1f} pts") if diff_unit == "%" else (
+                lambda v: "n/a" if v is None else f"{v:+.4g}")
+            comparisons.append(ComparisonRow(
+                endpoint=e, metric=name, diff=fmt(d.value),
+                ci=f"[{fmt(d.low)}, {fmt(d.high)}]" if d.low is not None else "CI not computed", n=d.n,
+                p_value="n/a" if c.p_value is None else f"{c.p_value:.3g}", test=c.test or "",
+            ))
+    slug = f"s{suite_idx}"
+    chart_list: list[Chart] = []
+    rate_rows = [(m, e, by_ep[e].metrics[m]) for m in metrics for e in endpoints
+                 if m in by_ep[e].metrics and metric_info(m).unit == "%" and by_ep[e].metrics[m].value is not None]
+    if rate_rows:
+        chart_list.append(Chart(id=f"{slug}-rates", title="Rates with 95% confidence intervals",
+                                svg=charts.rates_chart(rate_rows, f"{slug}-rates"),
+                                caption="Dot = estimate, bar = 95% CI; n = denominator."))
+    series_names = list(dict.fromkeys(s.name for e in endpoints for s in by_ep[e].series if s.x))
+    for j, name in enumerate(series_names):
+        per: dict[str, Series] = {}
+        for e in endpoints:
+            for s in by_ep[e].series:
+                if s.name == name and s.x:
+                    per[e] = s
+        cid = f"{slug}-series{j}"
+        chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid),
+                                caption="Shaded band = 95% CI where the scoring code provided one."))
+    lat = _latencies(records, manifest.name)
+    if any(lat.values()):
+        lat = {e: lat[e] for e in _ordered(list(lat), summary.reference)}
+        chart_list.append(Chart(id=f"{slug}-latency", title="Latency distribution",
+                                svg=charts.latency_chart(lat, f"{slug}-latency"),
+                                caption="Empirical CDF of successful requests' total latency, from records.jsonl."))
+    notes = [(e, n) for e in endpoints for n in by_ep[e].notes]
+    counts = [(e, k, v) for e in endpoints for k, v in sorted(by_ep[e].counts.items())]
+    total = sum(len(by_ep[e].disagreements) for e in endpoints)
+    shown = sum(min(len(by_ep[e].disagreements), MAX_DISAGREEMENTS) for e in endpoints)
+    return SuiteSection(
+        name=manifest.name, kind=manifest.kind, version=manifest.version, content_hash=manifest.content_hash,
+        case_count=manifest.case_count, endpoints=endpoints, metric_rows=metric_rows, comparisons=comparisons,
+        charts=chart_list, notes=notes, counts=counts, disagreement_total=total, disagreements_shown=shown,
+    )
+
+
+def disagreements(summary: RunSummary) -> list[DisagreementView]:
+    out = []
+    for r in summary.results:
+        for d in r.disagreements[:MAX_DISAGREEMENTS]:
+            out.append(DisagreementView(endpoint=r.endpoint, suite=r.suite, case_id=d.case_id, kind=d.kind,
+                                        reference=d.reference, candidate=d.candidate, request=d.request_excerpt,
+                                        detail=d.detail))
+    return out
+
+
+class HistoryView(BaseModel):
+    charts: list[Chart] = Field(default_factory=list)
+    drift: DriftReport | None = None
+    db: str = ""
+
+
+def history_view(summary: RunSummary, db_path: Path, drift: DriftReport | None) -> HistoryView:
+    """History charts for the verdict metrics of this run's endpoints (last 30 runs, same suite)."""
+    df = load_frame(db_path)
+    view = HistoryView(drift=drift, db=str(db_path))
+    if df.empty:
+        return view
+    names = {e.name for e in summary.endpoints}
+    df = df[df["endpoint"].isin(names)]
+    wanted = [m for m, _ in VERDICT_COLUMNS if m != "pass^k"]
+    for i, metric in enumerate(wanted):
+        sub = df[df["metric"] == metric]
+        for j, suite in enumerate(sorted(sub["suite"].unique())):
+            s2 = sub[sub["suite"] == suite]
+            runs = sorted(s2["started_at"].unique())[-30:]
+            s2 = s2[s2["started_at"].isin(runs)]
+            if len(runs) < 2:
+                continue
+            pts = {
+                e: [(str(r.started_at), float(r.value), _nan(r.ci_low), _nan(r.ci_high))
+                    for r in g.itertuples() if r.value == r.value]
+                for e, g in s2.groupby("endpoint", sort=False)
+            }
+            cid = f"hist{i}-{j}"
+            view.charts.append(Chart(id=cid, title=f"{metric_info(metric).label} over time · {suite}",
+                                     svg=charts.history_chart(pts, metric, cid),
+                                     caption=f"{len(runs)} runs from the history database; bars = 95% CI."))
+    return view
+
+
+def _nan(v: Any) -> float | None:
+    return None if v is None or v != v else float(v)
+
+
+def _template_env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,  # every {{ }} is escaped; model text is untrusted
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def _script() -> tuple[str, str]:
+    """Our inline script and its CSP hash: only this exact script may run in the report."""
+    text = resources.files("reports").joinpath("templates/report.js.j2").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return text, f"'sha256-{digest}'"
+
+
+def render_html(
+    summary: RunSummary,
+    *,
+    records: list[ExchangeRecord] | None = None,
+    manifest: Any = None,
+    policy: Policy | None = None,
+    db_path: Path | None = None,
+) -> tuple[str, list[DisclosureCard]]:
+    """The report's HTML and the disclosure cards, from typed inputs (no file IO beyond the history db)."""
+    policy = policy or DEFAULT_POLICY
+    drift = detect_drift(summary, db_path, policy.drift) if db_path is not None and Path(db_path).exists() else None
+    if drift is None and not policy.allow_drift:
+        # Without a history database the report cannot test drift; say so once instead of a warn mark per row.
+        policy = policy.model_copy(update={"allow_drift": True})
+    gate = evaluate(summary, policy, drift)
+    headline = [m for m, _ in VERDICT_COLUMNS]
+    cards = build_cards(summary, gate, headline)
+    sections = [suite_section(summary, i, records or [], gate) for i in range(len(summary.suites))]
+    hist = history_view(summary, Path(db_path), drift) if db_path is not None and Path(db_path).exists() else None
+    script, script_hash = _script()
+    endpoints = [
+        {"name": e.name, "url": redact_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
+         "builtin": e.builtin, "is_reference": e.name == summary.reference}
+        for e in summary.endpoints
+    ]
+    html = _template_env().get_template("report.html.j2").render(
+        s=summary,
+        endpoints=endpoints,
+        columns=VERDICT_COLUMNS,
+        rows=verdict_rows(summary, gate),
+        gate=gate,
+        policy=policy,
+        sections=sections,
+        disagreements=disagreements(summary),
+        cards=cards,
+        history=hist,
+        versions=getattr(manifest, "versions", {}) or {},
+        script=script,
+        csp=f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {script_hash}; "
+        "base-uri 'none'; form-action 'none'",
+    )
+    return html, cards
+
+
+def render_report(run_dir: Path, *, db_path: Path | None = None, policy: Policy | None = None) -> Path:
+    """Write ``run_dir/report.html`` (and disclosure JSONs) from the run folder; returns the report path."""
+    run_dir = Path(run_dir)
+    summary = load_summary(run_dir)
+    records: list[ExchangeRecord] = []
+    manifest = None
+    try:
+        from verifier.store import RecordStore, RunManifest
+
+        if (run_dir / "records.jsonl").exists():
+            records = RecordStore(run_dir / "records.jsonl").read()
+        if (run_dir / "manifest.json").exists():
+            manifest = RunManifest.load(run_dir)
+    except ImportError:  # the store is the core's; without it the report still renders from summary.json
+        log.warning("verifier.store unavailable: report rendered without records/manifest details")
+    html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path)
+    write_cards(run_dir, cards)
+    out = run_dir / "report.html"
+    tmp = run_dir / "report.html.tmp"
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out
