@@ -110,6 +110,21 @@ def _fail(source: str, line: int | None, message: str) -> None:
     raise SuiteLineError(source, line, message)
 
 
+_SCHEMA_CHECKS: dict[str, str | None] = {}
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
+    """Metaschema check, memoised by canonical JSON: suites offer the same few tools on thousands of lines."""
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _SCHEMA_CHECKS:
+        try:
+            validator_for(schema).check_schema(schema)
+            _SCHEMA_CHECKS[key] = None
+        except js_exceptions.SchemaError as exc:
+            _SCHEMA_CHECKS[key] = exc.message
+    return _SCHEMA_CHECKS[key]
+
+
 def _check_tools(tools: Any, source: str, line: int | None) -> dict[str, dict]:
     if not isinstance(tools, list):
         _fail(source, line, f"'tools' must be a list, got {type(tools).__name__}")
@@ -131,10 +146,9 @@ def _check_tools(tools: Any, source: str, line: int | None) -> dict[str, dict]:
         params = fn.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, dict):
             _fail(source, line, f"{where}.function.parameters must be an object (a JSON Schema)")
-        try:
-            validator_for(params).check_schema(params)
-        except js_exceptions.SchemaError as exc:
-            _fail(source, line, f"{where}.function.parameters is not a valid JSON Schema: {exc.message}")
+        problem = _schema_problem(params)
+        if problem:
+            _fail(source, line, f"{where}.function.parameters is not a valid JSON Schema: {problem}")
         names[name] = params
     return names
 

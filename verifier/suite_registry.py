@@ -1,0 +1,158 @@
+"""Built-in suite names -> suite kind, with kind modules imported lazily.
+
+Why lazy: each kind lives in its own module with its own dependencies and owner; a kind that is missing
+or broken must not stop ``verifier run`` with a different kind, so a kind module is imported only when
+a suite of that kind is asked for, and a failure names the kind and module in one line.
+
+How a ``--suite`` value resolves (:func:`resolve`):
+1. a built-in name (``toolcall-core``, ``toolcall-schemas``, ``agent-smoke``, ``agent-long``, or any
+   ``logprob-*`` / ``cache-*`` name, which the logprob/cache kinds resolve themselves);
+2. ``KIND:PATH`` (e.g. ``agent:my_scenarios.jsonl``) hands the path to that kind;
+3. otherwise an existing file is loaded as a tool-call JSONL suite.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+TOOLCALL_DATA = Path(__file__).resolve().parent.parent / "suites" / "toolcall" / "data"
+
+#: kind -> (module, attribute) of its SuiteKind object.
+KIND_MODULES: dict[str, tuple[str, str]] = {
+    "toolcall": ("verifier.toolcall_kind", "TOOLCALL_KIND"),
+    "agent": ("verifier.agent_runner", "AGENT_KIND"),
+    "logprob": ("verifier.kl.suite", "LOGPROB_KIND"),
+    "cache": ("verifier.cache_suite", "CACHE_KIND"),
+}
+
+#: Name prefixes whose suites are defined by the kind itself (it receives the full name as its ref).
+KIND_PREFIXES: dict[str, str] = {"logprob-": "logprob", "cache-": "cache"}
+
+
+@dataclass(frozen=True)
+class BuiltinSuite:
+    name: str
+    kind: str
+    description: str
+    path: Path | None = None  # toolcall data file
+    version: str = "1"
+    variants: str | None = None  # toolcall: "both" = every case streamed and non-streamed
+
+
+BUILTINS: dict[str, BuiltinSuite] = {
+    s.name: s
+    for s in (
+        BuiltinSuite("toolcall-core", "toolcall", "1,200 generated tool-call cases, 1-6 tools offered, 30% where no tool fits",
+                     TOOLCALL_DATA / "toolcall-core.jsonl"),
+        BuiltinSuite("toolcall-schemas", "toolcall", "forced calls over many JSON Schema features, each streamed and non-streamed",
+                     TOOLCALL_DATA / "toolcall-schemas.jsonl", variants="both"),
+        BuiltinSuite("agent-smoke", "agent", "every agent environment at horizon 10"),
+        BuiltinSuite("agent-long", "agent", "every agent environment at every horizon of the ladder"),
+    )
+}
+
+
+class SuiteResolutionError(ValueError):
+    """A ``--suite`` value that names nothing, or a kind that cannot be imported; one clear line."""
+
+
+@dataclass(frozen=True)
+class SuiteRef:
+    """A resolved suite reference: which kind loads it and what ``ref`` to pass to ``kind.load``."""
+
+    name: str
+    kind: str
+    load_ref: str
+    builtin: BuiltinSuite | None = None
+
+
+def get_kind(kind: str) -> Any:
+    """The SuiteKind object for ``kind``, imported on first use."""
+    if kind not in KIND_MODULES:
+        raise SuiteResolutionError(f"unknown suite kind {kind!r} (known: {', '.join(KIND_MODULES)})")
+    module, attr = KIND_MODULES[kind]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise SuiteResolutionError(f"suite kind {kind!r} is not available: cannot import {module} ({exc})") from exc
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise SuiteResolutionError(f"suite kind {kind!r} is not available: {module} has no {attr}") from None
+
+
+def resolve(ref: str) -> SuiteRef:
+    """Map a ``--suite`` value to its kind (see the module docstring for the order)."""
+    if ref in BUILTINS:
+        b = BUILTINS[ref]
+        return SuiteRef(name=ref, kind=b.kind, load_ref=str(b.path) if b.path else ref, builtin=b)
+    for prefix, kind in KIND_PREFIXES.items():
+        if ref.startswith(prefix):
+            return SuiteRef(name=ref, kind=kind, load_ref=ref)
+    head, sep, tail = ref.partition(":")
+    if sep and head in KIND_MODULES and tail:
+        return SuiteRef(name=Path(tail).stem, kind=head, load_ref=tail)
+    if Path(ref).is_file():
+        return SuiteRef(name=Path(ref).stem, kind="toolcall", load_ref=ref)
+    known = ", ".join([*BUILTINS, *(p + "*" for p in KIND_PREFIXES)])
+    raise SuiteResolutionError(f"suite {ref!r}: not a built-in suite ({known}) and no such file")
+
+
+def load_suite(ref: str, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """Resolve and load: returns ``(kind_object, loaded_suite)``; loaded suites have ``.manifest`` and ``.cases``."""
+    options = dict(options or {})
+    sref = resolve(ref)
+    kind = get_kind(sref.kind)
+    if sref.builtin is not None and sref.kind == "toolcall":
+        from verifier.toolcall_kind import load_toolcall_suite
+
+        b = sref.builtin
+        default = ("nonstream", "stream") if b.variants == "both" else (None,)
+        suite = load_toolcall_suite(b.path, name=b.name, version=b.version, options=options, default_variants=default,
+                                    source_label=f"builtin:{b.name}")
+        return kind, suite
+    return kind, kind.load(sref.load_ref, options)
+
+
+class SuiteInfo(BaseModel):
+    """One row of ``verifier suites list``."""
+
+    name: str
+    kind: str
+    version: str | None = None
+    cases: int | None = None
+    content_hash: str | None = None
+    description: str = ""
+    error: str | None = None  # why the suite could not be loaded (e.g. its kind is not installed)
+
+
+def _extra_builtin_names(kind: str) -> list[str]:
+    """Names a kind module advertises itself (``BUILTIN_SUITES``), e.g. the logprob/cache suites."""
+    try:
+        mod = importlib.import_module(KIND_MODULES[kind][0])
+    except ImportError:
+        return []
+    names = getattr(mod, "BUILTIN_SUITES", None) or []
+    return [n for n in (names.keys() if isinstance(names, dict) else names) if isinstance(n, str)]
+
+
+def list_suites() -> list[SuiteInfo]:
+    """Every built-in suite with its manifest figures (a kind that fails to load is listed with the error)."""
+    rows: list[SuiteInfo] = []
+    names: list[tuple[str, str, str]] = [(b.name, b.kind, b.description) for b in BUILTINS.values()]
+    for kind in ("logprob", "cache"):
+        names += [(n, kind, "") for n in _extra_builtin_names(kind) if n not in BUILTINS]
+    for name, kind, desc in names:
+        try:
+            _, suite = load_suite(name, {})
+            m = suite.manifest
+            rows.append(SuiteInfo(name=name, kind=kind, version=m.version, cases=m.case_count,
+                                  content_hash=m.content_hash, description=desc))
+        except Exception as exc:  # noqa: BLE001 - listing must survive any one broken kind
+            rows.append(SuiteInfo(name=name, kind=kind, description=desc, error=str(exc).splitlines()[0][:200]))
+    return rows

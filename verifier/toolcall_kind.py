@@ -1,0 +1,144 @@
+"""The ``toolcall`` suite kind: load a JSONL suite, replay every case against every endpoint, score.
+
+Plugs into the run through the SuiteKind protocol (``verifier/runner.py``): ``load`` -> ``run`` (appends
+one :class:`ExchangeRecord` per exchange, skipping keys already on disk so ``--resume`` never sends an
+exchange twice) -> ``score`` (delegates to :mod:`verifier.toolcall_scoring`).
+
+Variants: a suite may ask for each case to run both streamed and non-streamed (``toolcall-schemas`` does;
+any suite can via ``options["variants"] = "both"``), because streaming-only tool-call bugs are a known
+failure class and the two must be comparable side by side. Otherwise each case runs once per repeat
+with the line's own ``stream`` value or, failing that, the endpoint's default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verifier.records import ExchangeRecord
+from verifier.suite_format import LoadedSuite, content_hash, load_jsonl
+from verifier.summary_model import EndpointSuiteResult
+from verifier.toolcall_scoring import score_toolcall
+
+BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
+
+
+@dataclass
+class ToolcallSuite(LoadedSuite):
+    """A loaded tool-call suite plus how to run it (variants to send for each case)."""
+
+    variants: tuple[str | None, ...] = (None,)
+    limit: int | None = None
+    total_cases: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _limit(options: dict[str, Any]) -> int | None:
+    raw = options.get("limit")
+    if raw in (None, "", 0):
+        return None
+    try:
+        n = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"option limit: expected a positive integer, got {raw!r}") from None
+    if n <= 0:
+        raise ValueError(f"option limit: expected a positive integer, got {raw!r}")
+    return n
+
+
+def _variants(options: dict[str, Any], default: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    v = options.get("variants")
+    if v in (None, ""):
+        return default
+    if v == "both":
+        return BOTH_VARIANTS
+    if v in ("stream", "nonstream"):
+        return (v,)
+    if v == "default":
+        return (None,)
+    raise ValueError(f"option variants: expected both, stream, nonstream or default, got {v!r}")
+
+
+def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: str = "1", options: dict[str, Any] | None = None,
+                        default_variants: tuple[str | None, ...] = (None,), source_label: str | None = None) -> ToolcallSuite:
+    """Load a JSONL suite and apply run options (``limit``, ``variants``, ``strict``)."""
+    options = options or {}
+    base = load_jsonl(path, name=name, version=version, strict=bool(options.get("strict")), source_label=source_label)
+    limit = _limit(options)
+    cases = base.cases[:limit] if limit else base.cases
+    manifest = base.manifest
+    if limit and limit < len(base.cases):
+        # The manifest names exactly what ran: the hash covers the subset, the source says so.
+        manifest = manifest.model_copy(update={
+            "case_count": len(cases), "content_hash": content_hash(cases),
+            "source": f"{manifest.source} (first {len(cases)} of {len(base.cases)} cases)"})
+    return ToolcallSuite(manifest=manifest, cases=cases, problems=base.problems,
+                         variants=_variants(options, default_variants), limit=limit, total_cases=len(base.cases))
+
+
+class ToolcallKind:
+    """SuiteKind for tool-call suites."""
+
+    kind = "toolcall"
+
+    def load(self, ref: str, options: dict[str, Any]) -> ToolcallSuite:
+        """``ref`` is a path to a JSONL file (built-in names are resolved by ``suite_registry``)."""
+        return load_toolcall_suite(ref, options=options)
+
+    @staticmethod
+    def _endpoints(ctx: Any) -> list[str]:
+        out: list[str] = []
+        for name in [ctx.reference, *ctx.candidates]:
+            if name not in out:
+                out.append(name)
+        return out
+
+    @staticmethod
+    def _repeats(ctx: Any) -> int:
+        return max(1, int(getattr(ctx, "repeats", 1) or 1))
+
+    def planned_exchanges(self, suite: ToolcallSuite, ctx: Any) -> int:
+        return len(suite.cases) * len(suite.variants) * self._repeats(ctx) * len(self._endpoints(ctx))
+
+    def _todo(self, suite: ToolcallSuite, ctx: Any) -> list[tuple[str, Any, int, str | None]]:
+        done = ctx.store.done_keys()
+        name = suite.manifest.name
+        todo = []
+        for repeat in range(self._repeats(ctx)):
+            for case in suite.cases:
+                for variant in suite.variants:
+                    for endpoint in self._endpoints(ctx):
+                        if (name, case.id, endpoint, repeat, None, variant) not in done:
+                            todo.append((endpoint, case, repeat, variant))
+        return todo
+
+    async def run(self, suite: ToolcallSuite, ctx: Any) -> None:
+        """Send every pending exchange; the clients enforce rate and concurrency limits."""
+        todo = self._todo(suite, ctx)
+        skipped = self.planned_exchanges(suite, ctx) - len(todo)
+        if skipped > 0:
+            ctx.progress.advance(skipped)  # already on disk from an earlier, interrupted run
+        await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
+
+    async def _one(self, suite: ToolcallSuite, ctx: Any, endpoint: str, case: Any, repeat: int, variant: str | None) -> None:
+        stream = True if variant == "stream" else False if variant == "nonstream" else case.stream
+        ex = await ctx.clients[endpoint].chat(case.body, stream=stream)
+        record = ExchangeRecord(
+            **ex.model_dump(), kind="toolcall", suite=suite.manifest.name, case_id=case.id, repeat=repeat,
+            endpoint=endpoint, variant=variant, extra={"n_tools": len(case.body.get("tools") or [])},
+        )
+        ctx.store.append(record)
+        ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
+
+    def score(self, suite: ToolcallSuite, records: list[ExchangeRecord], reference: str,
+              endpoints: list[str]) -> list[EndpointSuiteResult]:
+        results = score_toolcall(suite.manifest.name, suite.cases, records, reference, endpoints)
+        if suite.problems:
+            for r in results:
+                r.notes.append(f"{len(suite.problems)} suite line(s) skipped as bad input (see input_problems)")
+        return results
+
+
+TOOLCALL_KIND = ToolcallKind()
