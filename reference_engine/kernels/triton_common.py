@@ -16,8 +16,6 @@ import triton
 import triton.language as tl
 
 FP8_E4M3_MAX = 448.0
-# Smallest scale a page-head may carry: keeps dequantisation finite for all-zero pages (0 / tiny = 0).
-FP8_SCALE_EPS = 1e-12
 
 
 def interpreting() -> bool:

@@ -4,8 +4,9 @@ float8_e4m3fn pools.
 FP8 scale rule (docs/CONTRACTS.md): each page-head has one float32 scale, ``amax / 448`` of what it holds.  When new
 tokens land in a page that already holds tokens (the first new offset is > 0) and their amax needs a larger scale, the
 page-head's existing entries are requantised to that larger scale; a page whose first new offset is 0 starts afresh
-(its old contents are stale).  The scale never shrinks while a page is partially filled, so earlier tokens lose at
-most one extra rounding.
+(its old contents are stale; the engine's block manager also resets a reassigned page's scale to 0, and with that
+reset this rule and ``torch_ops.write_kv``'s ``max(old, amax / 448)`` agree exactly).  The scale never shrinks while a
+page is partially filled, so earlier tokens lose at most one extra rounding.  An all-zero page-head keeps scale 0.
 
 Why one program per (run of tokens in one page, KV head): all tokens of a call that go to the same page must agree on
 the final scale before any of them is written, and the requantisation of the old entries must happen exactly once.
@@ -21,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from reference_engine.kernels.triton_common import FP8_E4M3_MAX, FP8_SCALE_EPS, check_device, round_to_e4m3
+from reference_engine.kernels.triton_common import FP8_E4M3_MAX, check_device, round_to_e4m3
 
 
 @triton.jit
@@ -49,23 +50,27 @@ def _scatter_kernel(
 @triton.jit
 def _quantise_run(src_ptr, stride_t, stride_h, pages_ptr, stride_pp, stride_ps, stride_ph, sc_ptr,
                   tok, in_run, off_i, o_min, page, h, d, dmask,
-                  BLOCK_S: tl.constexpr, FP8_MAX: tl.constexpr, EPS: tl.constexpr):
+                  BLOCK_S: tl.constexpr, FP8_MAX: tl.constexpr):
     """Quantise one run of tokens (one page, one KV head) of K or V into the pool, requantising old entries."""
     x = tl.load(src_ptr + tok[:, None] * stride_t + h * stride_h + d[None, :],
                 mask=in_run[:, None] & dmask[None, :], other=0.0).to(tl.float32)
     amax = tl.max(tl.max(tl.abs(x), 1), 0)
     old = tl.load(sc_ptr)
     has_old = o_min > 0
-    new = tl.maximum(tl.maximum(tl.where(has_old, old, 0.0), amax / FP8_MAX), EPS)
+    new = tl.maximum(tl.where(has_old, old, 0.0), tl.math.div_rn(amax, amax * 0.0 + FP8_MAX))
+    safe = tl.where(new > 0.0, new, 1.0)  # an all-zero page-head keeps scale 0, as torch_ops does
     page_base = pages_ptr + page * stride_pp + h * stride_ph
     # scalar flags combined as integers: triton 3.9's interpreter cannot AND scalar booleans
     grow = has_old.to(tl.int32) * (new > old).to(tl.int32)
     j = tl.arange(0, BLOCK_S)
     jmask = (j[:, None] < o_min * grow) & dmask[None, :]
     y = tl.load(page_base + j[:, None] * stride_ps + d[None, :], mask=jmask, other=0.0).to(tl.float32)
-    y = tl.minimum(tl.maximum(y * (old / new), -FP8_MAX), FP8_MAX)
+    # IEEE divisions (div_rn), so the GPU rounds exactly like PyTorch's reference
+    ratio = tl.math.div_rn(old + tl.zeros_like(y), safe + tl.zeros_like(y))
+    y = tl.minimum(tl.maximum(y * ratio, -FP8_MAX), FP8_MAX)
     tl.store(page_base + j[:, None] * stride_ps + d[None, :], round_to_e4m3(y).to(tl.float8e4nv), mask=jmask)
-    qx = tl.minimum(tl.maximum(x / new, -FP8_MAX), FP8_MAX)
+    qx = tl.math.div_rn(x, safe + tl.zeros_like(x))
+    qx = tl.minimum(tl.maximum(qx, -FP8_MAX), FP8_MAX)
     tl.store(page_base + off_i[:, None] * stride_ps + d[None, :], round_to_e4m3(qx).to(tl.float8e4nv),
              mask=in_run[:, None] & dmask[None, :])
     tl.store(sc_ptr, new)
@@ -78,7 +83,7 @@ def _write_fp8_kernel(
     stride_kpp, stride_kps, stride_kph, stride_vpp, stride_vps, stride_vph,
     stride_sp, stride_sh,
     HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-    FP8_MAX: tl.constexpr, EPS: tl.constexpr,
+    FP8_MAX: tl.constexpr,
 ):
     t = tl.program_id(0)
     h = tl.program_id(1)
@@ -102,10 +107,10 @@ def _write_fp8_kernel(
         page64 = page_t.to(tl.int64)
         _quantise_run(k_ptr, stride_kt, stride_kh, kp_ptr, stride_kpp, stride_kps, stride_kph,
                       ks_ptr + page64 * stride_sp + h * stride_sh, tok, in_run, off_i, o_min, page64,
-                      h, d, dmask, BLOCK_S, FP8_MAX, EPS)
+                      h, d, dmask, BLOCK_S, FP8_MAX)
         _quantise_run(v_ptr, stride_vt, stride_vh, vp_ptr, stride_vpp, stride_vps, stride_vph,
                       vs_ptr + page64 * stride_sp + h * stride_sh, tok, in_run, off_i, o_min, page64,
-                      h, d, dmask, BLOCK_S, FP8_MAX, EPS)
+                      h, d, dmask, BLOCK_S, FP8_MAX)
 
 
 def write_kv_impl(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
@@ -149,5 +154,5 @@ def write_kv_impl(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pag
         v_pages.stride(0), v_pages.stride(1), v_pages.stride(2),
         k_scales.stride(0), k_scales.stride(1),
         HEAD_DIM=D, PAGE_SIZE=page_size, BLOCK_S=triton.next_power_of_2(page_size), BLOCK_D=BLOCK_D,
-        FP8_MAX=FP8_E4M3_MAX, EPS=FP8_SCALE_EPS,
+        FP8_MAX=FP8_E4M3_MAX,
     )

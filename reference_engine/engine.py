@@ -1,0 +1,400 @@
+"""The engine: owns the model, the KV pool, the block manager and the scheduler, and runs the step loop.
+
+The loop runs on one background thread (all torch work happens there); the server hands requests in through a
+thread-safe inbox and gets events back through a callback per request. `step()` is public so tests can drive the
+engine synchronously without a thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from reference_engine import kernels
+from reference_engine.block_manager import BlockManager
+from reference_engine.config import EngineConfig
+from reference_engine.kv_cache import KVPool
+from reference_engine.loader import load_model
+from reference_engine.metrics import EngineMetrics
+from reference_engine.model import AttnMetadata, PrefillSegment
+from reference_engine.sampler import TokenChoice, sample
+from reference_engine.scheduler import QueueFull, Scheduler
+from reference_engine.sequence import SamplingParams, Sequence, SeqStatus
+from reference_engine.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+# ---- events sent back to a request's sink -------------------------------------------------------------------------
+@dataclass
+class TokenEvent:
+    choice: TokenChoice
+
+
+@dataclass
+class PromptLogprobsEvent:
+    token_ids: list[int]
+    logprobs: list[float | None]                       # first is None (nothing predicts the first token)
+    top: list[list[tuple[int, float]] | None]
+
+
+@dataclass
+class DistributionEvent:
+    logprobs: torch.Tensor                             # float32 [rows, V]
+
+
+@dataclass
+class FinishEvent:
+    reason: str                                        # stop | length
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+@dataclass
+class ErrorEvent:
+    status: int
+    type: str
+    message: str
+    code: str | None = None
+
+
+Event = TokenEvent | PromptLogprobsEvent | DistributionEvent | FinishEvent | ErrorEvent
+Sink = Callable[[Event], None]
+
+
+class RequestRejected(RuntimeError):
+    def __init__(self, status: int, type_: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.type = status, type_
+
+
+class Engine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.tokenizer = Tokenizer(config.model_path)
+        self.model_config, self.model = load_model(
+            config.model_path, weights=config.weights, decode_weights=config.decode_weight_format,
+            group_size=config.int4_group_size, device=config.device)
+        self._set_threads()
+        budget = config.kv_budget_bytes or config.default_kv_budget_bytes
+        self.pool = KVPool(self.model_config, kv_dtype=config.kv_dtype, page_size=config.page_size,
+                           budget_bytes=budget, device=config.device)
+        self.blocks = BlockManager(self.pool, prefix_cache=config.prefix_cache)
+        self.scheduler = Scheduler(self.blocks, max_num_seqs=config.max_num_seqs,
+                                   max_prefill_tokens=config.max_prefill_tokens, max_waiting=config.max_waiting,
+                                   admission_timeout_s=config.admission_timeout_s)
+        self.metrics = EngineMetrics()
+        self.eos_ids = self.tokenizer.eos_ids(self.model_config.eos_token_ids)
+        self.max_model_len = self.model_config.max_position_embeddings
+        self.served_model_name = config.served_model_name or config.model_path.name
+        self._sinks: dict[int, Sink] = {}
+        self._by_request: dict[str, Sequence] = {}
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pending_faults: list[str] = []
+
+    def _set_threads(self) -> None:
+        """Intra-op threads. For small models on CPU one thread is fastest: their matmuls are too small to split, and
+        on a shared machine every parallel region waits for a busy core (measured here: 28 ms vs 0.2 ms per linear
+        with 2 threads under load). torch's setting is process-wide, hence only when asked or clearly small."""
+        if self.config.threads:
+            torch.set_num_threads(self.config.threads)
+        elif self.config.device == "cpu":
+            n_params = sum(p.numel() for p in self.model.parameters())
+            if n_params < 50_000_000:
+                torch.set_num_threads(1)
+
+    # ---- public API (any thread) ----------------------------------------------------------------------------
+    def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams, sink: Sink) -> None:
+        """Queue a request. Raises RequestRejected for what can be known at once (too long, queue full)."""
+        if not prompt_ids:
+            raise RequestRejected(400, "invalid_request_error", "the prompt is empty")
+        if len(prompt_ids) + params.max_tokens > self.max_model_len:
+            raise RequestRejected(
+                400, "invalid_request_error",
+                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds the model's context "
+                f"length {self.max_model_len}")
+        need = self.blocks.pages_needed(len(prompt_ids) + 1)
+        if need > self.pool.num_pages:
+            raise RequestRejected(
+                400, "invalid_request_error",
+                f"prompt needs {need} KV pages but the whole pool has {self.pool.num_pages}")
+        if bad := [t for t in prompt_ids if not 0 <= t < self.model_config.vocab_size][:1]:
+            raise RequestRejected(400, "invalid_request_error", f"token id {bad[0]} is outside the vocabulary")
+        if len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_waiting:
+            self.metrics.add(requests_rejected_queue_full=1)
+            raise RequestRejected(429, "rate_limit_error", "too many requests are waiting for KV cache space")
+        seq = Sequence(list(prompt_ids), params, request_id=request_id)
+        if params.temperature > 0:
+            seq.generator = torch.Generator()
+            seq.generator.manual_seed(params.seed if params.seed is not None else int.from_bytes(
+                __import__("os").urandom(8), "little") >> 1)
+        self._inbox.put(("add", seq, sink))
+        self._wake.set()
+
+    def abort(self, request_id: str, *, finish_reason: str | None = None) -> None:
+        """Stop a request. With finish_reason, its sink still gets a FinishEvent with the usage so far (used when the
+        server cuts generation at a stop string); without, it just disappears (client went away)."""
+        self._inbox.put(("abort", request_id, finish_reason))
+        self._wake.set()
+
+    def inject_fault(self, request_id: str) -> None:
+        """TEST ONLY: reassign one of this request's live pages to another owner at the next step."""
+        if not self.config.allow_fault_injection:
+            raise RuntimeError("fault injection is disabled (EngineConfig.allow_fault_injection)")
+        self._inbox.put(("fault", request_id, None))
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="reference-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def gauges(self) -> dict[str, float]:
+        return {
+            "kv_pages_total": self.pool.num_pages,
+            "kv_pages_free": self.blocks.num_free,
+            "kv_capacity_tokens": self.pool.capacity_tokens,
+            "requests_running": len(self.scheduler.running),
+            "requests_waiting": len(self.scheduler.waiting),
+        }
+
+    # ---- loop -----------------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._drain_inbox()
+            if not self.scheduler.has_work():
+                self._wake.wait(timeout=0.5)
+                self._wake.clear()
+                continue
+            try:
+                self.step()
+            except Exception as e:  # a bug must not hang every client: fail what is in flight, keep serving
+                log.exception("engine step failed")
+                for seq in list(self.scheduler.running) + list(self.scheduler.waiting):
+                    self._fail(seq, ErrorEvent(500, "server_error", f"engine step failed: {type(e).__name__}: {e}"))
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                op, arg, sink = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if op == "add":
+                try:
+                    self.scheduler.add(arg)
+                except QueueFull as e:
+                    self.metrics.add(requests_rejected_queue_full=1)
+                    sink(ErrorEvent(429, "rate_limit_error", str(e)))
+                    continue
+                self._sinks[arg.seq_id] = sink
+                self._by_request[arg.request_id] = arg
+                self.metrics.add(requests=1)
+            elif op == "abort":
+                seq = self._by_request.get(arg)
+                if seq is not None and seq.status is not SeqStatus.FINISHED:
+                    if sink is not None:             # here `sink` carries the finish reason
+                        self._finish(seq, sink)
+                    else:
+                        self.scheduler.remove(seq)
+                        self._forget(seq)
+                        self.metrics.add(requests_aborted=1)
+            elif op == "fault":
+                self._pending_faults.append(arg)
+
+    def run_until_idle(self, max_steps: int = 100000) -> None:
+        """Synchronous driver for tests and benchmarks (no thread)."""
+        for _ in range(max_steps):
+            self._drain_inbox()
+            if not self.scheduler.has_work():
+                return
+            self.step()
+
+    def step(self) -> None:
+        self._apply_faults()
+        res = self.scheduler.schedule()
+        for seq in res.timed_out:
+            self.metrics.add(requests_rejected_timeout=1)
+            self._emit(seq, ErrorEvent(503, "server_overloaded",
+                                       f"no KV cache space became free within {self.config.admission_timeout_s:g}s"))
+            self._forget(seq)
+        if res.preempted:
+            self.metrics.add(preemptions=len(res.preempted))
+        if res.prefill:
+            self._run_prefill(res.prefill)
+        if res.decode:
+            self._run_decode(res.decode)
+        self.metrics.add(steps=1)
+
+    # ---- forward passes -------------------------------------------------------------------------------------
+    def _run_prefill(self, seqs: list[Sequence]) -> None:
+        dev = self.config.device
+        ps = self.pool.page_size
+        seqs = self._verify_tags(seqs)
+        if not seqs:
+            return
+        ids, pos, slots, segs = [], [], [], []
+        for seq in seqs:
+            start = len(ids)
+            toks = seq.token_ids
+            for p in range(seq.num_computed, len(toks)):
+                ids.append(toks[p])
+                pos.append(p)
+                slots.append(seq.block_table[p // ps] * ps + p % ps)
+            n_cached_pages = (seq.num_computed + ps - 1) // ps
+            segs.append(PrefillSegment(start, len(toks) - seq.num_computed, seq.num_computed,
+                                       torch.tensor(seq.block_table[:n_cached_pages], dtype=torch.long, device=dev)))
+        meta = AttnMetadata(slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev), prefill=segs)
+        hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), self.pool, meta, "prefill")
+        last_rows = [seg.start + seg.length - 1 for seg in segs]
+        logits = self.model.logits(hidden[last_rows], "prefill").cpu()
+        for seq, seg in zip(seqs, segs):
+            if seq.preempted == 0 and (seq.params.prompt_logprobs is not None
+                                       or seq.params.full_distribution_from is not None):
+                self._emit_prompt_logprobs(seq, hidden[seg.start: seg.start + seg.length])
+            first_time = seq.preempted == 0
+            seq.num_computed = len(seq)
+            self.blocks.register_full_pages(seq)
+            if first_time:
+                self.metrics.add(prompt_tokens=len(seq.prompt_ids), prefix_cached_tokens=seq.num_cached_tokens)
+        keep = [(i, s) for i, s in enumerate(seqs) if s.status is SeqStatus.RUNNING]
+        to_sample = [s for _, s in keep if s.params.max_tokens > 0]
+        for seq in [s for _, s in keep if s.params.max_tokens == 0]:
+            self._finish(seq, "length")
+        if to_sample:
+            rows = [i for i, s in keep if s.params.max_tokens > 0]
+            self._accept(to_sample, sample(logits[rows], to_sample))
+
+    def _run_decode(self, seqs: list[Sequence]) -> None:
+        dev = self.config.device
+        ps = self.pool.page_size
+        ids = [s.token_ids[-1] for s in seqs]
+        pos = [len(s) - 1 for s in seqs]
+        slots = [s.block_table[p // ps] * ps + p % ps for s, p in zip(seqs, pos)]
+        bt, et = self.blocks.tag_tensors(seqs, dev)
+        meta = AttnMetadata(slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev), block_tables=bt,
+                            seq_lens=torch.tensor([len(s) for s in seqs], dtype=torch.int32, device=dev),
+                            expected_tags=et, check_tags=self.config.check_page_tags)
+        hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), self.pool, meta, "decode")
+        logits = self.model.logits(hidden, "decode").cpu()
+        for s in seqs:
+            s.num_computed = len(s)
+        if self.config.check_page_tags:
+            self.metrics.add(kv_tag_checks=len(seqs))
+            bad = meta.tag_mismatch.cpu().tolist() if meta.tag_mismatch is not None else [False] * len(seqs)
+        else:
+            bad = [False] * len(seqs)
+        ok_rows = [i for i, b in enumerate(bad) if not b]
+        for i, b in enumerate(bad):
+            if b:
+                self._integrity_failure(seqs[i])
+        ok = [seqs[i] for i in ok_rows]
+        if ok:
+            self._accept(ok, sample(logits[ok_rows], ok))
+
+    def _verify_tags(self, seqs: list[Sequence]) -> list[Sequence]:
+        """Prefill reads cached prefix pages: verify (page, tag) before the forward pass, like decode does."""
+        if not self.config.check_page_tags:
+            return seqs
+        bt, et = self.blocks.tag_tensors(seqs, self.config.device)
+        bad = kernels.check_tags(self.pool.page_tags, bt, et).cpu().tolist()
+        self.metrics.add(kv_tag_checks=len(seqs))
+        good = []
+        for seq, b in zip(seqs, bad):
+            if b:
+                self._integrity_failure(seq)
+            else:
+                good.append(seq)
+        return good
+
+    def _integrity_failure(self, seq: Sequence) -> None:
+        self.metrics.add(kv_tag_failures=1)
+        log.error("kv integrity check failed for request %s: a page it holds was reassigned", seq.request_id)
+        self._fail(seq, ErrorEvent(500, "kv_integrity_error",
+                                   "KV cache integrity check failed: a page of this request was reassigned; "
+                                   "the request was aborted before reading it", "kv_integrity_error"))
+
+    def _emit_prompt_logprobs(self, seq: Sequence, hidden_rows: torch.Tensor) -> None:
+        logits = self.model.logits(hidden_rows, "prefill")
+        lp = torch.log_softmax(logits.float(), dim=-1).cpu()     # row r predicts token r+1
+        toks = seq.prompt_ids
+        if seq.params.full_distribution_from is not None:
+            start = seq.params.full_distribution_from
+            self._emit(seq, DistributionEvent(lp[start - 1: len(toks) - 1].contiguous()))
+        if seq.params.prompt_logprobs is not None:
+            k = seq.params.prompt_logprobs
+            chosen: list[float | None] = [None]
+            top: list[list[tuple[int, float]] | None] = [None]
+            if len(toks) > 1:
+                nxt = torch.tensor(toks[1:])
+                chosen += lp[:-1].gather(1, nxt[:, None])[:, 0].tolist()
+                if k > 0:
+                    vals, idx = lp[:-1].topk(k, dim=-1)
+                    top += [list(zip(i, v)) for i, v in zip(idx.tolist(), vals.tolist())]
+                else:
+                    top += [[] for _ in toks[1:]]
+            self._emit(seq, PromptLogprobsEvent(list(toks), chosen, top))
+
+    def _accept(self, seqs: list[Sequence], choices: list[TokenChoice]) -> None:
+        for seq, ch in zip(seqs, choices):
+            seq.output_ids.append(ch.token_id)
+            self.metrics.add(generation_tokens=1)
+            self._emit(seq, TokenEvent(ch))
+            p = seq.params
+            if (not p.ignore_eos and ch.token_id in self.eos_ids) or ch.token_id in p.stop_token_ids:
+                self._finish(seq, "stop")
+            elif len(seq.output_ids) >= p.max_tokens or len(seq) >= self.max_model_len:
+                self._finish(seq, "length")
+
+    # ---- bookkeeping ----------------------------------------------------------------------------------------
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        self.scheduler.remove(seq)
+        self.metrics.add(requests_finished=1)
+        self._emit(seq, FinishEvent(reason, len(seq.prompt_ids), len(seq.output_ids), seq.num_cached_tokens))
+        self._forget(seq)
+
+    def _fail(self, seq: Sequence, err: ErrorEvent) -> None:
+        self.scheduler.remove(seq)
+        self._emit(seq, err)
+        self._forget(seq)
+
+    def _emit(self, seq: Sequence, ev: Event) -> None:
+        sink = self._sinks.get(seq.seq_id)
+        if sink is not None:
+            try:
+                sink(ev)
+            except Exception:  # a vanished client must not stop the engine
+                log.debug("sink for %s failed", seq.request_id, exc_info=True)
+
+    def _forget(self, seq: Sequence) -> None:
+        self._sinks.pop(seq.seq_id, None)
+        if self._by_request.get(seq.request_id) is seq:
+            del self._by_request[seq.request_id]
+
+    def _apply_faults(self) -> None:
+        pending, self._pending_faults = self._pending_faults, []
+        for rid in pending:
+            seq = self._by_request.get(rid)
+            if seq is None or seq.status is SeqStatus.FINISHED:
+                continue                              # gone: nothing to corrupt
+            if seq.status is not SeqStatus.RUNNING or not seq.block_table:
+                self._pending_faults.append(rid)      # not admitted yet: try again next step
+                continue
+            if self.blocks.inject_fault(seq) is not None:
+                self.metrics.add(kv_faults_injected=1)

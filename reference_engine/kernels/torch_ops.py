@@ -1,0 +1,157 @@
+"""PyTorch implementations of the engine's kernel ops (the CPU path, and the reference the Triton kernels match).
+
+Signatures and tensor layouts are fixed by docs/CONTRACTS.md ("KV page format", "Kernel ops").
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from reference_engine.quant import Int4Weight, dequantize_int4
+
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+def check_tags(page_tags: torch.Tensor, block_tables: torch.Tensor, expected_tags: torch.Tensor) -> torch.Tensor:
+    """[B] bool: does any page a row points at carry a tag other than the one that row expects? (-1 = unused slot)."""
+    valid = block_tables >= 0
+    actual = page_tags[block_tables.clamp(min=0).long()]
+    return ((actual != expected_tags) & valid).any(dim=1)
+
+
+def gather_kv(
+    pages: torch.Tensor, scales: torch.Tensor | None, block_table: torch.Tensor, n_tokens: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """The first n_tokens of one sequence's K or V, dequantised: [n_tokens, num_kv_heads, head_dim]."""
+    idx = block_table.long()
+    x = pages[idx]                                           # [P, page, KVH, D]
+    if scales is not None:
+        x = x.to(dtype) * scales[idx][:, None, :, None].to(dtype)
+    else:
+        x = x.to(dtype)
+    return x.reshape(-1, x.shape[-2], x.shape[-1])[:n_tokens]
+
+
+def paged_decode_attention(
+    q: torch.Tensor,
+    k_pages: torch.Tensor,
+    v_pages: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    page_tags: torch.Tensor | None,
+    expected_tags: torch.Tensor | None,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One query token per sequence against its paged K/V. Rows whose tags mismatch get zeros (never read data)."""
+    b, h, d = q.shape
+    if page_tags is not None and expected_tags is not None:
+        mismatch = check_tags(page_tags, block_tables, expected_tags)
+    else:
+        mismatch = torch.zeros(b, dtype=torch.bool, device=q.device)
+    idx = block_tables.clamp(min=0).long()                   # [B, P]
+    page = k_pages.shape[1]
+    kvh = k_pages.shape[2]
+    k = k_pages[idx]                                         # [B, P, page, KVH, D]
+    v = v_pages[idx]
+    if k_scales is not None:
+        k = k.to(q.dtype) * k_scales[idx][:, :, None, :, None].to(q.dtype)
+        v = v.to(q.dtype) * v_scales[idx][:, :, None, :, None].to(q.dtype)
+    else:
+        k = k.to(q.dtype)
+        v = v.to(q.dtype)
+    length = idx.shape[1] * page
+    k = k.reshape(b, length, kvh, d).transpose(1, 2)          # [B, KVH, L, D]
+    v = v.reshape(b, length, kvh, d).transpose(1, 2)
+    pos = torch.arange(length, device=q.device)
+    mask = (pos[None, :] < seq_lens[:, None].to(pos.dtype)) & ~mismatch[:, None]
+    out = F.scaled_dot_product_attention(
+        q[:, :, None, :], k, v, attn_mask=mask[:, None, None, :], scale=scale, enable_gqa=(h != kvh)
+    )[:, :, 0, :]
+    if mismatch.any():
+        out = out.masked_fill(mismatch[:, None, None], 0.0)
+    return out, mismatch
+
+
+def write_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_pages: torch.Tensor,
+    v_pages: torch.Tensor,
+    k_scales: torch.Tensor | None,
+    v_scales: torch.Tensor | None,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Store T tokens' K/V at their slots; for fp8 pools quantise with per-page-per-head scales."""
+    page_size = k_pages.shape[1]
+    slots = slot_mapping.long()
+    pages, offs = slots // page_size, slots % page_size
+    if k_scales is None:
+        k_pages[pages, offs] = k.to(k_pages.dtype)
+        v_pages[pages, offs] = v.to(v_pages.dtype)
+        return
+    _write_fp8(k, k_pages, k_scales, pages, offs)
+    _write_fp8(v, v_pages, v_scales, pages, offs)
+
+
+def _write_fp8(x: torch.Tensor, pages_t: torch.Tensor, scales: torch.Tensor, pages: torch.Tensor, offs: torch.Tensor) -> None:
+    """Per (page, head): scale = amax / 448; a page-head whose amax grows is requantised to the larger scale.
+
+    A freshly assigned page has scale 0 (the block manager resets it), so stale bytes from the previous owner are
+    multiplied by 0 and never leak into the new scale.
+    """
+    uniq, inv = torch.unique(pages, return_inverse=True)
+    t, kvh, _ = x.shape
+    amax_tok = x.detach().abs().amax(dim=-1).float()                       # [T, KVH]
+    new_amax = torch.zeros(uniq.numel(), kvh, dtype=torch.float32, device=x.device)
+    new_amax.scatter_reduce_(0, inv[:, None].expand(t, kvh), amax_tok, reduce="amax")
+    old_scale = scales[uniq]                                               # [U, KVH]
+    new_scale = torch.maximum(old_scale, new_amax / FP8_MAX)
+    grown = new_scale > old_scale
+    if grown.any():
+        ratio = torch.where(new_scale > 0, old_scale / torch.where(new_scale > 0, new_scale, 1.0), 0.0)
+        requant = (pages_t[uniq].float() * ratio[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX)
+        pages_t[uniq] = requant.to(pages_t.dtype)
+        scales[uniq] = new_scale
+    s = new_scale[inv]                                                     # [T, KVH]
+    safe = torch.where(s > 0, s, 1.0)
+    pages_t[pages, offs] = (x.float() / safe[:, :, None]).clamp(-FP8_MAX, FP8_MAX).to(pages_t.dtype)
+
+
+def int4_linear(x: torch.Tensor, packed: Int4Weight) -> torch.Tensor:
+    """x [M, K] @ W^T for an INT4 weight. Uses aten's CPU int4pack kernel when present (bf16 activations, which is
+    where that kernel is fast), else dequantises on the fly (pure torch fallback)."""
+    if x.device.type == "cpu" and _cpu_int4_available():
+        pack = packed.cache.get("aten_cpu")
+        if pack is None:
+            pack = _aten_cpu_pack(packed)
+            packed.cache["aten_cpu"] = pack
+        w_packed, scale_zeros = pack
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.to(torch.bfloat16), w_packed, packed.group_size, scale_zeros)
+        return y.to(x.dtype)
+    w = packed.cache.get("dequant")
+    if w is None or w.dtype != x.dtype or w.device != x.device:
+        w = dequantize_int4(packed, x.dtype).to(x.device)
+        if x.device.type != "cpu":
+            packed.cache["dequant"] = w
+    return x @ w.t()
+
+
+def _cpu_int4_available() -> bool:
+    return hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu") and hasattr(
+        torch.ops.aten, "_convert_weight_to_int4pack_for_cpu"
+    )
+
+
+def _aten_cpu_pack(p: Int4Weight) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten computes w = (nibble - 8) * scale + zero_f; our asymmetric form (nibble - z) * s maps to zero_f = (8 - z) * s."""
+    from reference_engine.quant import unpack_nibbles
+
+    nib = unpack_nibbles(p.qweight).to(torch.int32).contiguous()
+    w_packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(nib, 2)
+    s = p.scales.float()
+    z = torch.zeros_like(s) if p.zeros is None else (8 - p.zeros.float()) * s
+    scale_zeros = torch.stack([s.t(), z.t()], dim=-1).contiguous().to(torch.bfloat16)   # [K/G, N, 2]
+    return w_packed, scale_zeros

@@ -1,0 +1,77 @@
+"""Start the engine's HTTP server in-process (uvicorn on a background thread), for `builtin:` endpoints and tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from reference_engine.config import EngineConfig
+from reference_engine.engine import Engine
+from reference_engine.server import create_app
+
+SHIPPED_MODEL_NAME = "verifier-tiny"
+
+
+def default_model_path() -> Path:
+    """The shipped model folder (reference_engine/models/verifier-tiny/)."""
+    return Path(__file__).resolve().parent / "models" / SHIPPED_MODEL_NAME
+
+
+class RunningServer:
+    """A live server: `.base_url` (ends in /v1), `.engine`, `.stop()`; also a context manager."""
+
+    def __init__(self, engine: Engine, server: uvicorn.Server, thread: threading.Thread, host: str, port: int) -> None:
+        self.engine, self._server, self._thread = engine, server, thread
+        self.host, self.port = host, port
+        self.base_url = f"http://{host}:{port}/v1"
+        self.model = engine.served_model_name
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self.engine.stop()
+
+    def __enter__(self) -> "RunningServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def build_engine(model_path: str | Path | None = None, **options) -> Engine:
+    path = Path(model_path) if model_path is not None else default_model_path()
+    name = options.pop("served_model_name", None)
+    if name is None:
+        name = SHIPPED_MODEL_NAME if model_path is None else path.name
+    return Engine(EngineConfig(model_path=path, served_model_name=name, **options))
+
+
+def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16", weights: str = "bf16",
+                 decode_weights: str | None = None, prefix_cache: bool = True, page_size: int = 16,
+                 kv_budget_bytes: int | None = None, host: str = "127.0.0.1", port: int = 0,
+                 served_model_name: str | None = None, **engine_options) -> RunningServer:
+    """Load the model, start the engine loop and uvicorn; returns once the port accepts connections.
+
+    `engine_options` are further EngineConfig fields (e.g. admission_timeout_s, max_waiting, allow_fault_injection).
+    """
+    engine = build_engine(model_path, kv_dtype=kv_dtype, weights=weights, decode_weights=decode_weights,
+                          prefix_cache=prefix_cache, page_size=page_size, kv_budget_bytes=kv_budget_bytes,
+                          served_model_name=served_model_name, **engine_options)
+    engine.start()
+    config = uvicorn.Config(create_app(engine), host=host, port=port, log_level="warning", access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None      # type: ignore[method-assign]  (not the main thread)
+    thread = threading.Thread(target=server.run, name="reference-engine-http", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            engine.stop()
+            raise RuntimeError(f"reference engine HTTP server failed to start on {host}:{port}")
+        time.sleep(0.01)
+    real_port = server.servers[0].sockets[0].getsockname()[1]
+    return RunningServer(engine, server, thread, host, real_port)

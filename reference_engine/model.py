@@ -1,0 +1,229 @@
+"""Decoder-only transformer for the Llama / Qwen2 / Qwen3 families, reading and writing a paged KV cache.
+
+One forward call handles either a prefill batch (several sequences' new tokens, flattened) or a decode batch (one token
+per sequence). Linear layers can hold two weight formats at once (prefill and decode), as in disaggregated serving where
+compute-bound prefill and bandwidth-bound decode are quantised differently; `phase` picks which one a call uses.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from reference_engine import kernels
+from reference_engine.config import ModelConfig, RopeConfig
+from reference_engine.kv_cache import KVPool
+from reference_engine.quant import Int4Weight
+
+
+@dataclass
+class PrefillSegment:
+    """One sequence inside a prefill batch: rows [start, start+length) of the flattened tokens."""
+
+    start: int
+    length: int
+    num_cached: int                          # tokens already in the cache before this chunk (prefix hits)
+    block_table: torch.Tensor                # int64 pages covering the cached tokens
+
+
+@dataclass
+class AttnMetadata:
+    slot_mapping: torch.Tensor               # [T] int64
+    prefill: list[PrefillSegment] | None = None
+    block_tables: torch.Tensor | None = None  # decode: [B, P] int32
+    seq_lens: torch.Tensor | None = None      # decode: [B] int32
+    expected_tags: torch.Tensor | None = None  # decode: [B, P] int64
+    check_tags: bool = True
+    tag_mismatch: torch.Tensor | None = field(default=None)  # filled by the forward pass (decode)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim), requires_grad=False)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rope_inv_freq(rope: RopeConfig, head_dim: int) -> torch.Tensor:
+    """Inverse frequencies, with Llama-3 frequency-dependent scaling when the config asks for it."""
+    inv = 1.0 / (rope.theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if rope.rope_type == "llama3":
+        low_wl = rope.original_max_position_embeddings / rope.low_freq_factor
+        high_wl = rope.original_max_position_embeddings / rope.high_freq_factor
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wl, inv / rope.factor, inv)
+        smooth = (rope.original_max_position_embeddings / wavelen - rope.low_freq_factor) / (
+            rope.high_freq_factor - rope.low_freq_factor
+        )
+        smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
+        medium = (wavelen >= high_wl) & (wavelen <= low_wl)
+        inv = torch.where(medium, smoothed, scaled)
+    return inv
+
+
+class Rotary(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        inv = rope_inv_freq(cfg.rope, cfg.head_dim)
+        t = torch.arange(cfg.max_position_embeddings, dtype=torch.float32)
+        freqs = torch.outer(t, inv)
+        self.register_buffer("cos", freqs.cos(), persistent=False)
+        self.register_buffer("sin", freqs.sin(), persistent=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """x [T, heads, D], rotate-half convention (as HF)."""
+        cos = self.cos[positions][:, None, :].to(x.dtype)
+        sin = self.sin[positions][:, None, :].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+class WLinear(nn.Module):
+    """y = x W^T (+ b) with W dense or INT4-packed."""
+
+    def __init__(self, weight: torch.Tensor | Int4Weight, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        if isinstance(weight, Int4Weight):
+            self.packed: Int4Weight | None = weight
+            self.weight = None
+        else:
+            self.packed = None
+            self.weight = nn.Parameter(weight, requires_grad=False)
+        self.bias = nn.Parameter(bias, requires_grad=False) if bias is not None else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None:
+            y = kernels.int4_linear(x, self.packed)
+            return y + self.bias if self.bias is not None else y
+        return F.linear(x, self.weight, self.bias)
+
+
+class PhasedLinear(nn.Module):
+    """The same projection in a prefill format and a decode format (the same module when the formats agree)."""
+
+    def __init__(self, prefill: WLinear, decode: WLinear) -> None:
+        super().__init__()
+        self.prefill = prefill
+        self.decode = decode
+
+    def forward(self, x: torch.Tensor, phase: str) -> torch.Tensor:
+        return (self.decode if phase == "decode" else self.prefill)(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int, qkv: PhasedLinear, o: PhasedLinear) -> None:
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.q_size = cfg.num_heads * cfg.head_dim
+        self.kv_size = cfg.num_kv_heads * cfg.head_dim
+        self.scale = cfg.head_dim ** -0.5
+        self.qkv_proj, self.o_proj = qkv, o
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+
+    def forward(self, x, positions, rotary: Rotary, pool: KVPool, meta: AttnMetadata, phase: str) -> torch.Tensor:
+        t = x.shape[0]
+        qkv = self.qkv_proj(x, phase)
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = rotary(q, positions), rotary(k, positions)
+        kp, vp, ks, vs = pool.layer(self.layer)
+        kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping)
+        if meta.prefill is not None:
+            out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
+        else:
+            out, mismatch = kernels.paged_decode_attention(
+                q, kp, vp, ks, vs, meta.block_tables, meta.seq_lens,
+                pool.page_tags if meta.check_tags else None,
+                meta.expected_tags if meta.check_tags else None, self.scale,
+            )
+            meta.tag_mismatch = mismatch if meta.tag_mismatch is None else (meta.tag_mismatch | mismatch)
+        return self.o_proj(out.reshape(t, self.q_size), phase)
+
+    def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:
+        """Causal attention per sequence: the new tokens' fresh K/V, after the cached prefix read back from pages."""
+        outs = []
+        for seg in segments:
+            sl = slice(seg.start, seg.start + seg.length)
+            qs, kn, vn = q[sl], k[sl], v[sl]
+            if seg.num_cached:
+                kc = kernels.gather_kv(kp, ks, seg.block_table, seg.num_cached, q.dtype)
+                vc = kernels.gather_kv(vp, vs, seg.block_table, seg.num_cached, q.dtype)
+                kn, vn = torch.cat([kc, kn]), torch.cat([vc, vn])
+                qpos = torch.arange(seg.length, device=q.device)[:, None] + seg.num_cached
+                mask = torch.arange(kn.shape[0], device=q.device)[None, :] <= qpos
+                o = F.scaled_dot_product_attention(
+                    qs.transpose(0, 1), kn.transpose(0, 1), vn.transpose(0, 1), attn_mask=mask,
+                    scale=self.scale, enable_gqa=self.num_heads != self.num_kv_heads)
+            else:
+                o = F.scaled_dot_product_attention(
+                    qs.transpose(0, 1), kn.transpose(0, 1), vn.transpose(0, 1), is_causal=True,
+                    scale=self.scale, enable_gqa=self.num_heads != self.num_kv_heads)
+            outs.append(o.transpose(0, 1))
+        return torch.cat(outs) if len(outs) > 1 else outs[0]
+
+
+class MLP(nn.Module):
+    def __init__(self, gate_up: PhasedLinear, down: PhasedLinear) -> None:
+        super().__init__()
+        self.gate_up_proj, self.down_proj = gate_up, down
+
+    def forward(self, x: torch.Tensor, phase: str) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x, phase).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up, phase)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, attn: Attention, mlp: MLP) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn, self.mlp = attn, mlp
+
+    def forward(self, x, positions, rotary, pool, meta, phase):
+        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, pool, meta, phase)
+        return x + self.mlp(self.post_attention_layernorm(x), phase)
+
+
+class CausalLM(nn.Module):
+    """Embeddings -> decoder layers -> final norm -> lm_head. Built by `loader.load_model`."""
+
+    def __init__(self, cfg: ModelConfig, embed: torch.Tensor, layers: list[DecoderLayer], lm_head: PhasedLinear) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed_tokens = nn.Embedding.from_pretrained(embed, freeze=True)
+        self.layers = nn.ModuleList(layers)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.rotary = Rotary(cfg)
+        self.lm_head = lm_head
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.embed_tokens.weight.dtype
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, pool: KVPool, meta: AttnMetadata,
+                phase: str) -> torch.Tensor:
+        """Hidden states [T, hidden] after the final norm; K/V of all T tokens are written to the pool."""
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, positions, self.rotary, pool, meta, phase)
+        return self.norm(x)
+
+    @torch.inference_mode()
+    def logits(self, hidden: torch.Tensor, phase: str) -> torch.Tensor:
+        return self.lm_head(hidden, phase).float()

@@ -1,0 +1,172 @@
+"""Request bodies of the OpenAI-compatible API, validated strictly from the raw JSON.
+
+Validation errors become OpenAI-style 400s naming the offending field (`param` = dotted path), never a 500. Unknown
+top-level fields are accepted and ignored, as providers do with vendor extensions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class FieldError(ValueError):
+    """A cross-field rule failed; carries the field to name in the 400 (pydantic keeps it in ctx['error'])."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class FunctionCall(_Model):
+    name: str
+    arguments: str | dict = ""
+
+
+class ToolCallIn(_Model):
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ChatMessage(_Model):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _content_needed(self) -> "ChatMessage":
+        if self.role in ("user", "system", "developer", "tool") and self.content is None:
+            raise FieldError("content", f"a '{self.role}' message needs 'content'")
+        return self
+
+
+class FunctionDef(_Model):
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDef(_Model):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class NamedFunction(_Model):
+    name: str
+
+
+class NamedToolChoice(_Model):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class StreamOptions(_Model):
+    include_usage: bool = False
+
+
+class _Sampling(_Model):
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    n: int | None = Field(default=None, ge=1, le=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _stop_limits(self) -> "_Sampling":
+        if isinstance(self.stop, list) and (len(self.stop) > 4 or any(not s for s in self.stop)):
+            raise FieldError("stop", "'stop' takes at most 4 non-empty strings")
+        return self
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistency(self) -> "ChatCompletionRequest":
+        if self.top_logprobs and not self.logprobs:
+            raise FieldError("top_logprobs", "'top_logprobs' requires 'logprobs': true")
+        names = [t.function.name for t in self.tools or []]
+        if isinstance(self.tool_choice, NamedToolChoice) and self.tool_choice.function.name not in names:
+            raise FieldError("tool_choice", f"tool_choice names function {self.tool_choice.function.name!r}, which is not in 'tools'")
+        if self.tool_choice == "required" and not names:
+            raise FieldError("tool_choice", "tool_choice 'required' needs a non-empty 'tools'")
+        return self
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    max_tokens: int | None = Field(default=None, ge=0)
+    echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _single_prompt(self) -> "CompletionRequest":
+        p = self.prompt
+        if isinstance(p, list) and p and isinstance(p[0], (str, list)):
+            if len(p) != 1:
+                raise FieldError("prompt", "only one prompt per request is supported (n=1)")
+        if isinstance(p, list) and not p:
+            raise FieldError("prompt", "'prompt' is empty")
+        return self
+
+    def single_prompt(self) -> str | list[int]:
+        p = self.prompt
+        if isinstance(p, list) and p and isinstance(p[0], (str, list)):
+            return p[0]
+        return p
+
+
+class DistributionRequest(_Model):
+    prompt: str | None = None
+    prompt_token_ids: list[int] | None = None
+    start: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> "DistributionRequest":
+        if (self.prompt is None) == (self.prompt_token_ids is None):
+            raise FieldError("prompt", "give exactly one of 'prompt' and 'prompt_token_ids'")
+        return self
+
+
+def first_error(err: ValidationError) -> tuple[str, str | None]:
+    """(message, param) for the first problem, in OpenAI's style."""
+    e = err.errors(include_url=False)[0]
+    loc = [str(x) for x in e.get("loc", ()) if not str(x).startswith(("function-", "str", "list[", "dict[", "int",
+                                                                       "literal[", "NamedToolChoice", "json-or"))]
+    param = ".".join(loc) or None
+    msg = e.get("msg", "invalid value")
+    cause = e.get("ctx", {}).get("error")
+    if isinstance(cause, FieldError):
+        where = ".".join(loc + [cause.param])
+        return f"Invalid value for '{where}': {cause}", where
+    if e.get("type") == "json_invalid":
+        return f"The request body is not valid JSON: {e.get('ctx', {}).get('error', msg)}", None
+    if param:
+        return f"Invalid value for '{param}': {msg}", param
+    return f"Invalid request: {msg}", None

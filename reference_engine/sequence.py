@@ -1,0 +1,59 @@
+"""A request's state inside the engine: tokens, sampling settings, pages it owns and the tags it expects."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+
+import torch
+
+
+class SeqStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
+    prompt_logprobs: int | None = None     # None = no prompt logprobs; k >= 0 = chosen token + top-k per prompt position
+    full_distribution_from: int | None = None  # /v1/x/distributions: keep full log-softmax rows from this position
+
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class Sequence:
+    prompt_ids: list[int]
+    params: SamplingParams
+    request_id: str = ""
+    seq_id: int = field(default_factory=lambda: next(_ids))
+    status: SeqStatus = SeqStatus.WAITING
+    output_ids: list[int] = field(default_factory=list)
+    block_table: list[int] = field(default_factory=list)
+    expected_tags: list[int] = field(default_factory=list)
+    num_cached_tokens: int = 0              # prompt tokens served from the prefix cache (reported in usage)
+    num_computed: int = 0                   # tokens whose K/V are in the pool
+    generator: torch.Generator | None = None
+    arrival: float = 0.0
+    preempted: int = 0
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    def num_pages_for(self, n_tokens: int, page_size: int) -> int:
+        return (n_tokens + page_size - 1) // page_size

@@ -1,0 +1,432 @@
+"""OpenAI-compatible HTTP server over the engine (FastAPI).
+
+Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/x/distributions (exact next-token
+distributions, see docs/CONTRACTS.md), GET /health, GET /metrics. Errors use OpenAI's shape
+{"error": {"message", "type", "param", "code"}}. The Authorization header is accepted and never read or logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from reference_engine.chat_template import ChatTemplateError, render_chat
+from reference_engine.engine import (DistributionEvent, Engine, ErrorEvent, FinishEvent, PromptLogprobsEvent,
+                                     RequestRejected, TokenEvent)
+from reference_engine.protocol import (ChatCompletionRequest, CompletionRequest, DistributionRequest, NamedToolChoice,
+                                       first_error)
+from reference_engine.sequence import SamplingParams
+from reference_engine.tool_parser import ParsedToolCall, StreamingToolSplitter, get_parser
+
+
+def error_response(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
+                   code: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}}, status_code=status)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.type, self.param, self.code = status, type_, param, code
+
+    def response(self) -> JSONResponse:
+        return error_response(self.status, str(self), self.type, self.param, self.code)
+
+
+def _error_payload(ev: ErrorEvent) -> dict:
+    return {"error": {"message": ev.message, "type": ev.type, "param": None, "code": ev.code}}
+
+
+@dataclass
+class Generation:
+    """Everything one request produced, gathered from engine events."""
+
+    tokens: list[TokenEvent] = field(default_factory=list)
+    prompt: PromptLogprobsEvent | None = None
+    distribution: DistributionEvent | None = None
+    finish: FinishEvent | None = None
+    error: ErrorEvent | None = None
+
+
+class Server:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.tok = engine.tokenizer
+        self.model_name = engine.served_model_name
+        self.parser = get_parser("hermes")
+        self.stop_text_ids = set(engine.eos_ids)
+        cfg = engine.config
+        self.fingerprint = f"re-w{cfg.weights}-d{cfg.decode_weight_format}-kv{cfg.kv_dtype}"
+
+    # ---- engine bridge ----------------------------------------------------------------------------------------
+    def _submit(self, prompt_ids: list[int], params: SamplingParams) -> tuple[str, asyncio.Queue]:
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue = asyncio.Queue()
+        rid = secrets.token_hex(8)
+        try:
+            self.engine.submit(rid, prompt_ids, params, lambda ev: loop.call_soon_threadsafe(q.put_nowait, ev))
+        except RequestRejected as e:
+            raise ApiError(e.status, str(e), e.type,
+                           code="context_length_exceeded" if e.status == 400 else None) from None
+        return rid, q
+
+    async def _collect(self, rid: str, q: asyncio.Queue, stop: list[str]) -> tuple[Generation, str | None]:
+        """Run a request to the end (non-streaming). Returns the generation and, if a stop string hit, the text."""
+        gen = Generation()
+        text_ids: list[int] = []
+        stopped: str | None = None
+        try:
+            while True:
+                ev = await q.get()
+                if isinstance(ev, TokenEvent):
+                    if stopped is not None:
+                        continue                    # produced between the stop string and the abort
+                    gen.tokens.append(ev)
+                    if stop:
+                        text_ids.append(ev.choice.token_id)
+                        text = self._text(text_ids)
+                        cut = _find_stop(text, stop)
+                        if cut is not None:
+                            stopped = text[:cut]
+                            self.engine.abort(rid, finish_reason="stop")
+                elif isinstance(ev, PromptLogprobsEvent):
+                    gen.prompt = ev
+                elif isinstance(ev, DistributionEvent):
+                    gen.distribution = ev
+                elif isinstance(ev, FinishEvent):
+                    if stopped is not None:
+                        ev = FinishEvent("stop", ev.prompt_tokens, len(gen.tokens), ev.cached_tokens)
+                    gen.finish = ev
+                    return gen, stopped
+                elif isinstance(ev, ErrorEvent):
+                    gen.error = ev
+                    return gen, None
+        except asyncio.CancelledError:
+            self.engine.abort(rid)
+            raise
+
+    def _text(self, ids: list[int]) -> str:
+        return self.tok.decode([i for i in ids if i not in self.stop_text_ids], skip_special_tokens=False)
+
+    # ---- chat -------------------------------------------------------------------------------------------------
+    def _chat_prompt(self, req: ChatCompletionRequest) -> tuple[list[int], str]:
+        """Token ids of the rendered conversation, and the forced assistant prefix (for required/named tool_choice)."""
+        if not self.tok.chat_template:
+            raise ApiError(400, "this model has no chat template; use /v1/completions", param="messages")
+        messages = [m.model_dump(exclude_none=True) for m in req.messages]
+        tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
+        try:
+            text = render_chat(self.tok.chat_template, messages, tools=tools, add_generation_prompt=True,
+                               bos_token=self.tok.bos_token, eos_token=self.tok.eos_token,
+                               **(req.chat_template_kwargs or {}))
+        except ChatTemplateError as e:
+            raise ApiError(400, f"the chat template rejected the messages: {e}", param="messages") from None
+        forced = ""
+        if isinstance(req.tool_choice, NamedToolChoice):
+            forced = f'{self.parser.start_tag}{{"name": "{req.tool_choice.function.name}", "arguments": '
+        elif req.tool_choice == "required":
+            forced = f'{self.parser.start_tag}{{"name": "'
+        return self.tok.encode(text + forced), forced
+
+    def _params(self, req, prompt_len: int, max_tokens: int | None, **extra) -> SamplingParams:
+        room = self.engine.max_model_len - prompt_len
+        if max_tokens is None:
+            max_tokens = max(room, 0)
+        elif max_tokens > room:
+            raise ApiError(400, f"max_tokens ({max_tokens}) + prompt ({prompt_len} tokens) exceeds the context length "
+                                f"{self.engine.max_model_len}", param="max_tokens", code="context_length_exceeded")
+        return SamplingParams(temperature=1.0 if req.temperature is None else req.temperature,
+                              top_p=1.0 if req.top_p is None else req.top_p, max_tokens=max_tokens, seed=req.seed,
+                              **extra)
+
+    def _logprob_entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict:
+        b = self.tok.token_bytes(token_id)
+        return {"token": b.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(b),
+                "top_logprobs": [{"token": self.tok.token_text(t), "logprob": lp, "bytes": list(self.tok.token_bytes(t))}
+                                 for t, lp in top]}
+
+    def _usage(self, fin: FinishEvent) -> dict:
+        return {"prompt_tokens": fin.prompt_tokens, "completion_tokens": fin.completion_tokens,
+                "total_tokens": fin.prompt_tokens + fin.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": fin.cached_tokens}}
+
+    async def chat(self, raw: bytes) -> Response:
+        try:
+            req = ChatCompletionRequest.model_validate_json(raw)
+        except ValidationError as e:
+            msg, param = first_error(e)
+            raise ApiError(400, msg, param=param) from None
+        self._check_model(req.model)
+        prompt_ids, forced = self._chat_prompt(req)
+        max_tokens = req.max_completion_tokens or req.max_tokens
+        params = self._params(req, len(prompt_ids), max_tokens, logprobs=bool(req.logprobs),
+                              top_logprobs=req.top_logprobs or 0)
+        parse_tools = bool(req.tools) and req.tool_choice != "none"
+        rid, q = self._submit(prompt_ids, params)
+        if req.stream:
+            first = await q.get()
+            if isinstance(first, ErrorEvent):
+                return error_response(first.status, first.message, first.type, code=first.code)
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return StreamingResponse(self._chat_stream(rid, q, first, req, forced, parse_tools, include_usage),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        gen, stopped_text = await self._collect(rid, q, req.stop_list())
+        if gen.error:
+            return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
+        ids = [t.choice.token_id for t in gen.tokens]
+        text = stopped_text if stopped_text is not None else self._text(ids)
+        text = forced + text
+        content, calls = (self.parser.parse(text) if parse_tools else (text, []))
+        finish = "tool_calls" if calls else gen.finish.reason
+        message: dict = {"role": "assistant", "content": content if (content or not calls) else None}
+        if calls:
+            message["tool_calls"] = [c.to_openai() for c in calls]
+        choice: dict = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+        if req.logprobs:
+            choice["logprobs"] = {"content": [self._logprob_entry(t.choice.token_id, t.choice.logprob, t.choice.top)
+                                              for t in gen.tokens if t.choice.token_id not in self.stop_text_ids]}
+        return JSONResponse({"id": "chatcmpl-" + rid, "object": "chat.completion", "created": int(time.time()),
+                             "model": self.model_name, "system_fingerprint": self.fingerprint,
+                             "choices": [choice], "usage": self._usage(gen.finish)})
+
+    async def _chat_stream(self, rid: str, q: asyncio.Queue, first, req: ChatCompletionRequest, forced: str,
+                           parse_tools: bool, include_usage: bool) -> AsyncIterator[bytes]:
+        created = int(time.time())
+        base = {"id": "chatcmpl-" + rid, "object": "chat.completion.chunk", "created": created,
+                "model": self.model_name, "system_fingerprint": self.fingerprint}
+
+        def chunk(delta: dict, finish: str | None = None, logprobs: list | None = None) -> bytes:
+            c = {"index": 0, "delta": delta, "logprobs": {"content": logprobs} if logprobs is not None else None,
+                 "finish_reason": finish}
+            return _sse({**base, "choices": [c]})
+
+        splitter = StreamingToolSplitter(self.parser) if parse_tools else None
+        stop = req.stop_list()
+        hold = max((len(s) for s in stop), default=1) - 1
+        ids: list[int] = []
+        sent_chars = 0
+        raw_text = forced
+        n_tokens = 0
+        finish_ev: FinishEvent | None = None
+        done = False
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            if splitter is not None and forced:
+                splitter.push(forced)
+            ev = first
+            while True:
+                if isinstance(ev, ErrorEvent):
+                    yield _sse(_error_payload(ev))
+                    yield b"data: [DONE]\n\n"
+                    done = True
+                    return
+                if isinstance(ev, TokenEvent):
+                    n_tokens += 1
+                    tid = ev.choice.token_id
+                    lp = None
+                    if req.logprobs and tid not in self.stop_text_ids:
+                        lp = [self._logprob_entry(tid, ev.choice.logprob, ev.choice.top)]
+                    ids.append(tid)
+                    text = forced + self._text(ids)
+                    cut = _find_stop(text[len(forced):], stop) if stop else None
+                    if cut is not None:
+                        text = text[:len(forced) + cut]
+                        self.engine.abort(rid, finish_reason="stop")
+                        finish_ev = await self._drain_to_finish(q, n_tokens)
+                    safe_end = len(text) if (cut is not None or not stop) else max(len(text) - hold, sent_chars)
+                    if text.endswith("\ufffd") and cut is None:
+                        safe_end = min(safe_end, len(text) - 1)
+                    delta = text[sent_chars:safe_end] if safe_end > sent_chars else ""
+                    sent_chars = max(sent_chars, safe_end)
+                    raw_text = text
+                    if splitter is not None:
+                        delta = splitter.push(delta) if delta else ""
+                    if delta or lp:
+                        yield chunk({"content": delta} if delta else {}, logprobs=lp)
+                    if finish_ev is not None:
+                        break
+                elif isinstance(ev, FinishEvent):
+                    finish_ev = ev
+                    break
+                ev = await q.get()
+            tail = raw_text[sent_chars:]
+            calls: list[ParsedToolCall] = []
+            if splitter is not None:
+                rest = splitter.push(tail) if tail else ""
+                more, calls = splitter.finish()
+                tail = rest + more
+            if tail:
+                yield chunk({"content": tail})
+            for i, c in enumerate(calls):
+                yield chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                             "function": {"name": c.name, "arguments": c.arguments}}]})
+            yield chunk({}, finish="tool_calls" if calls else finish_ev.reason)
+            if include_usage:
+                yield _sse({**base, "choices": [], "usage": self._usage(finish_ev)})
+            yield b"data: [DONE]\n\n"
+            done = True
+        finally:
+            if not done:
+                self.engine.abort(rid)
+
+    @staticmethod
+    async def _drain_to_finish(q: asyncio.Queue, n_tokens: int) -> FinishEvent:
+        """After a stop-string abort: the engine's FinishEvent carries the usage; count only tokens up to the stop."""
+        while True:
+            ev = await q.get()
+            if isinstance(ev, FinishEvent):
+                return FinishEvent("stop", ev.prompt_tokens, n_tokens, ev.cached_tokens)
+            if isinstance(ev, ErrorEvent):
+                return FinishEvent("stop", 0, n_tokens, 0)
+
+    # ---- completions ------------------------------------------------------------------------------------------
+    async def completions(self, raw: bytes) -> Response:
+        try:
+            req = CompletionRequest.model_validate_json(raw)
+        except ValidationError as e:
+            msg, param = first_error(e)
+            raise ApiError(400, msg, param=param) from None
+        self._check_model(req.model)
+        if req.stream:
+            raise ApiError(400, "stream is not supported on /v1/completions by this server", param="stream")
+        prompt = req.single_prompt()
+        prompt_ids = self.tok.encode(prompt, add_special_tokens=True) if isinstance(prompt, str) else list(prompt)
+        if not prompt_ids:
+            raise ApiError(400, "the prompt has no tokens", param="prompt")
+        max_tokens = 16 if req.max_tokens is None else req.max_tokens
+        want_prompt_lp = req.echo and req.logprobs is not None
+        params = self._params(req, len(prompt_ids), max_tokens, logprobs=req.logprobs is not None,
+                              top_logprobs=req.logprobs or 0,
+                              prompt_logprobs=(req.logprobs or 0) if want_prompt_lp else None)
+        rid, q = self._submit(prompt_ids, params)
+        gen, stopped_text = await self._collect(rid, q, req.stop_list())
+        if gen.error:
+            return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
+        out_ids = [t.choice.token_id for t in gen.tokens]
+        completion = stopped_text if stopped_text is not None else self._text(out_ids)
+        prompt_text = prompt if isinstance(prompt, str) else self.tok.decode(prompt_ids, skip_special_tokens=False)
+        choice: dict = {"index": 0, "text": (prompt_text + completion) if req.echo else completion,
+                        "logprobs": None, "finish_reason": gen.finish.reason}
+        if req.logprobs is not None:
+            choice["logprobs"] = self._legacy_logprobs(gen, want_prompt_lp)
+        return JSONResponse({"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
+                             "model": self.model_name, "system_fingerprint": self.fingerprint,
+                             "choices": [choice], "usage": self._usage(gen.finish)})
+
+    def _legacy_logprobs(self, gen: Generation, with_prompt: bool) -> dict:
+        tokens: list[str] = []
+        token_lps: list[float | None] = []
+        tops: list[dict | None] = []
+        offsets: list[int] = []
+        pos = 0
+
+        def add(tid: int, lp: float | None, top: list[tuple[int, float]] | None) -> None:
+            nonlocal pos
+            s = self.tok.token_text(tid)
+            tokens.append(s)
+            token_lps.append(lp)
+            tops.append(None if top is None else {self.tok.token_text(t): v for t, v in top})
+            offsets.append(pos)
+            pos += len(s)
+
+        if with_prompt and gen.prompt is not None:
+            for tid, lp, top in zip(gen.prompt.token_ids, gen.prompt.logprobs, gen.prompt.top):
+                add(tid, lp, top)
+        for t in gen.tokens:
+            if t.choice.token_id not in self.stop_text_ids:
+                add(t.choice.token_id, t.choice.logprob, t.choice.top)
+        return {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops, "text_offset": offsets}
+
+    # ---- distributions extension ------------------------------------------------------------------------------
+    async def distributions(self, raw: bytes) -> Response:
+        try:
+            req = DistributionRequest.model_validate_json(raw)
+        except ValidationError as e:
+            msg, param = first_error(e)
+            raise ApiError(400, msg, param=param) from None
+        ids = req.prompt_token_ids if req.prompt_token_ids is not None else self.tok.encode(req.prompt or "",
+                                                                                           add_special_tokens=True)
+        if req.start >= len(ids):
+            raise ApiError(400, f"'start' ({req.start}) must be below the number of prompt tokens ({len(ids)})",
+                           param="start")
+        params = SamplingParams(temperature=0.0, max_tokens=0, full_distribution_from=req.start)
+        rid, q = self._submit(list(ids), params)
+        gen, _ = await self._collect(rid, q, [])
+        if gen.error:
+            return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
+        arr = gen.distribution.logprobs.numpy().astype("<f4")
+        return JSONResponse({"vocab_size": int(arr.shape[1]), "token_ids": list(ids),
+                             "logprobs_b64": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode(),
+                             "shape": [int(arr.shape[0]), int(arr.shape[1])]})
+
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise ApiError(404, f"The model '{model}' does not exist (this server serves '{self.model_name}')",
+                           "invalid_request_error", param="model", code="model_not_found")
+
+
+def _find_stop(text: str, stop: list[str]) -> int | None:
+    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(hits) if hits else None
+
+
+def _sse(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def create_app(engine: Engine) -> FastAPI:
+    srv = Server(engine)
+    app = FastAPI(title="reference_engine", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.server = srv
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail), "invalid_request_error")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        return error_response(500, f"internal error: {type(exc).__name__}", "server_error")
+
+    @app.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/metrics")
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(engine.metrics.prometheus(engine.gauges()))
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": srv.model_name, "object": "model", "created": 0,
+                                            "owned_by": "reference_engine",
+                                            "max_model_len": engine.max_model_len}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        return await srv.chat(await request.body())
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await srv.completions(await request.body())
+
+    @app.post("/v1/x/distributions")
+    async def distributions(request: Request) -> Response:
+        return await srv.distributions(await request.body())
+
+    return app
