@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-FP8_EPS = 1e-12
 
 
 def attention(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, page_tags, expected_tags, scale):
@@ -67,13 +66,13 @@ def write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping):
             for h in range(Hkv):
                 old = scales[page, h].clone()  # float32 0-d tensors: same arithmetic as the kernel
                 base = old if o_min > 0 else torch.zeros((), dtype=torch.float32)
-                new = torch.maximum(torch.maximum(base, x[:, h].abs().max() / FP8_MAX),
-                                    torch.tensor(FP8_EPS, dtype=torch.float32))
+                new = torch.maximum(base, x[:, h].abs().max() / FP8_MAX)
+                safe = new if bool(new > 0) else torch.ones((), dtype=torch.float32)
                 if o_min > 0 and bool(new > old):
-                    kept = pages[page, :o_min, h].float() * (old / new)
+                    kept = pages[page, :o_min, h].float() * (old / safe)
                     pages[page, :o_min, h] = kept.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
                 for j, o in enumerate(offs):
-                    pages[page, o, h] = (x[j, h] / new).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+                    pages[page, o, h] = (x[j, h] / safe).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
                 scales[page, h] = new
         t += len(run)
 
