@@ -140,19 +140,16 @@ def default_suites() -> list[str]:
     return list(getattr(reg, "DEFAULT_SUITES", ["toolcall-core"]))
 
 
-def resolve_kind(ref: str) -> SuiteKind:
-    """The SuiteKind for ``ref`` (a built-in name or a path), via ``verifier.suite_registry``."""
+def load_suite(ref: str, options: dict[str, Any]) -> tuple[SuiteKind, Any]:
+    """(kind, loaded suite) for ``ref`` (a built-in name or a path), via ``verifier.suite_registry``."""
     try:
         reg = importlib.import_module("verifier.suite_registry")
     except ImportError as e:
         raise InputError(f"suite '{ref}': the suite registry is not available ({e})") from None
     try:
-        kind = reg.resolve(ref)
-    except (KeyError, LookupError, ValueError, FileNotFoundError) as e:
-        raise InputError(f"suite '{ref}': {_first_line(e)}") from None
-    if isinstance(kind, tuple):  # (kind, loader) style registries
-        kind = kind[0]
-    return kind
+        return reg.load_suite(ref, options)
+    except (ValueError, KeyError, LookupError, FileNotFoundError) as e:  # SuiteLineError/SuiteResolutionError
+        raise InputError(_first_line(e)) from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -245,11 +242,7 @@ def _kind_options(s: RunSettings) -> dict[str, Any]:
 def _load_suites(refs: list[str], options: dict[str, Any]) -> list[tuple[str, SuiteKind, Any]]:
     loaded = []
     for ref in refs:
-        kind = resolve_kind(ref)
-        try:
-            suite = kind.load(ref, options)
-        except (ValueError, FileNotFoundError, KeyError) as e:  # SuiteLineError is a ValueError
-            raise InputError(_first_line(e)) from None
+        kind, suite = load_suite(ref, options)
         loaded.append((ref, kind, suite))
     names = [s.manifest.name for _, _, s in loaded]
     dup = {n for n in names if names.count(n) > 1}

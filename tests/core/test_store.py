@@ -1,0 +1,81 @@
+"""RecordStore on real files: append/read, resume keys, torn last line, duplicates, corrupt lines named."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from verifier.records import ExchangeRecord
+from verifier.store import RecordStore, RunManifest, StoreError
+
+
+def rec(case: str, endpoint: str = "a", repeat: int = 0, suite: str = "s", kind: str = "toolcall", **kw) -> ExchangeRecord:
+    return ExchangeRecord(request_hash="h", kind=kind, suite=suite, case_id=case, endpoint=endpoint, repeat=repeat,
+                          status=200, **kw)
+
+
+def test_append_read_filter_and_keys(tmp_path):
+    path = tmp_path / "records.jsonl"
+    with RecordStore(path) as st:
+        st.append(rec("c1"))
+        st.append(rec("c1", endpoint="b"))
+        st.append(rec("c2", suite="other", kind="agent_step", step=3))
+    st2 = RecordStore(path)
+    assert st2.done_keys() == {("s", "c1", "a", 0, None, None), ("s", "c1", "b", 0, None, None),
+                               ("other", "c2", "a", 0, 3, None)}
+    assert [r.case_id for r in st2.read(suite="s")] == ["c1", "c1"]
+    assert [r.step for r in st2.read(kind="agent_step")] == [3]
+    assert len(st2.read()) == 3
+    st2.close()
+
+
+def test_duplicate_keys_are_dropped(tmp_path):
+    with RecordStore(tmp_path / "r.jsonl") as st:
+        st.append(rec("c1"))
+        st.append(rec("c1"))
+        assert st.duplicates_dropped == 1
+    assert len(RecordStore(tmp_path / "r.jsonl").read()) == 1
+
+
+def test_torn_last_line_is_trimmed_on_open(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with RecordStore(path) as st:
+        st.append(rec("c1"))
+        st.append(rec("c2"))
+    whole = path.read_bytes()
+    path.write_bytes(whole + rec("c3").model_dump_json().encode()[:40])  # a kill mid-write
+    st = RecordStore(path)
+    assert st.torn_bytes_trimmed == 40 and len(st) == 2
+    st.append(rec("c3"))
+    st.close()
+    assert [r.case_id for r in RecordStore(path).read()] == ["c1", "c2", "c3"]
+
+
+def test_corrupt_middle_line_is_named(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(rec("c1").model_dump_json() + "\n{garbage\n" + rec("c2").model_dump_json() + "\n")
+    with pytest.raises(StoreError, match=r"r\.jsonl:2"):
+        RecordStore(path)
+
+
+def test_concurrent_appends_from_threads(tmp_path):
+    st = RecordStore(tmp_path / "r.jsonl")
+
+    def work(t: int) -> None:
+        for i in range(200):
+            st.append(rec(f"c{i}", endpoint=f"t{t}"))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st.close()
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert len(lines) == 800 and len(RecordStore(tmp_path / "r.jsonl").done_keys()) == 800
+
+
+def test_manifest_missing_is_clear(tmp_path):
+    with pytest.raises(StoreError, match="no manifest.json"):
+        RunManifest.load(tmp_path)
