@@ -384,7 +384,7 @@ def to_markdown(result: GateResult) -> str:
     lines = [
         f"## verifier gate: {_MD_MARK[result.status]}",
         "",
-        f"Run `{_md_cell(result.run_id)}`, policy `{_md_cell(result.policy)}`, decision rule `{result.decision}`"
+        f"Run {_md_cell(result.run_id)}, policy {_md_cell(result.policy)}, decision rule `{result.decision}`"
         " (95% CIs; *warn* = the CI reaches across the threshold).",
         "",
         "| endpoint | check | result | detail |",
