@@ -37,7 +37,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from suites.agent.base import INVALID_KINDS
 from suites.agent.scenarios import Scenario, builtin_suite, content_hash, load_scenario_file
@@ -143,18 +143,22 @@ class Conversation:
     def __init__(self, scenario: Scenario, tools: list[dict[str, Any]]) -> None:
         self.head = [{"role": "system", "content": scenario.system}, {"role": "user", "content": scenario.goal}]
         self.turns: list[list[dict[str, Any]]] = []
+        self.turn_chars: list[int] = []  # serialised size of each turn, computed once
         self.tools_chars = len(json.dumps(tools))
+        self.head_chars = len(json.dumps(self.head))
         self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
         self.dropped = 0  # turns trimmed so far (they never come back)
 
     def add_turn(self, messages: list[dict[str, Any]]) -> None:
         self.turns.append(messages)
+        self.turn_chars.append(len(json.dumps(messages)))
 
-    def _chars(self, turns: Sequence[list[dict[str, Any]]]) -> int:
-        return self.tools_chars + len(json.dumps(self.head)) + sum(len(json.dumps(t)) for t in turns)
+    def chars(self) -> int:
+        """Size of the prompt as sent (tools + messages), in characters of JSON."""
+        return self.tools_chars + self.head_chars + sum(self.turn_chars)
 
     def estimate_tokens(self) -> int:
-        return int(self._chars(self.turns) / self.chars_per_token) + 1
+        return int(self.chars() / self.chars_per_token) + 1
 
     def calibrate(self, prompt_tokens: int | None, chars: int) -> None:
         """Learn chars/token from what the endpoint counted for the prompt just sent."""
@@ -168,15 +172,13 @@ class Conversation:
         dropped = 0
         while len(self.turns) > 1 and self.estimate_tokens() > window_tokens:
             self.turns.pop(0)
+            self.turn_chars.pop(0)
             dropped += 1
         self.dropped += dropped
         return dropped
 
     def messages(self) -> list[dict[str, Any]]:
         return self.head + [m for turn in self.turns for m in turn]
-
-    def chars(self) -> int:
-        return self._chars(self.turns)
 
 
 @dataclass

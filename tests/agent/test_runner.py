@@ -1,0 +1,144 @@
+"""The agent loop end to end: scripted oracle agent behind a real loopback server, real client and store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+
+from suites.agent import ENVIRONMENTS, scenario
+from tests.agent.conftest import open_context
+from tests.agent.policy import OraclePolicy
+from verifier.agent_runner import AGENT_KIND, AgentOptions
+from verifier.testing.scripted_server import Reply, ScriptedServer
+
+
+def write_specs(path: Path, specs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(s) + "\n" for s in specs))
+    return path
+
+
+async def run_suite(tmp_path: Path, responder, ref: str, options: dict, endpoints=("ref",), run_dir=None):
+    suite = AGENT_KIND.load(ref, options)
+    with ScriptedServer(responder, models=list(endpoints)) as srv:
+        async with AsyncExitStack() as stack:
+            ctx = await open_context(stack, run_dir or tmp_path / "run", srv.base_url, list(endpoints), options)
+            await AGENT_KIND.run(suite, ctx)
+            records = ctx.store.read(kind="agent_step")
+        requests = srv.request_count
+    return suite, ctx, records, requests
+
+
+async def test_scripted_agent_solves_every_horizon(tmp_path: Path) -> None:
+    # every environment on the short rungs; the long rungs once each (they cost one request per step)
+    specs = [{"env": e, "horizon": h} for e in sorted(ENVIRONMENTS) for h in (10, 25, 50)]
+    specs += [{"env": "files", "horizon": 100}, {"env": "ledger", "horizon": 200}, {"env": "notes", "horizon": 500}]
+    path = write_specs(tmp_path / "ladder.jsonl", specs)
+    suite = AGENT_KIND.load(str(path), {})
+    policy = OraclePolicy(suite.cases)
+    # a window keeps prompts small at 500 steps; the scenarios stay solvable from recent turns
+    _, ctx, records, _ = await run_suite(tmp_path, policy, str(path), {"window_tokens": 1500})
+    (result,) = AGENT_KIND.score(suite, records, "ref", ["ref"])
+    assert result.metrics["task_success"].value == 1.0
+    assert result.metrics["task_success"].n == len(specs)
+    assert result.counts["stop:final_answer"] == len(specs)
+    assert result.metrics["step_validity"].value == 1.0
+    for s in suite.cases:
+        steps = [r for r in records if r.case_id == s.id]
+        assert len(steps) == s.horizon + 1, s.id  # exactly the oracle's calls plus the final answer
+        assert steps[-1].extra["success"] is True and steps[-1].extra["tool_calls_total"] == s.horizon
+    long_steps = [r for r in records if r.case_id == "notes-h500-s0"]
+    assert max(r.extra["messages"] for r in long_steps) < 60  # trimmed: system + goal + recent turns
+    assert sum(r.extra["trimmed_turns"] for r in long_steps) > 400
+    assert ctx.progress.done == len(records) and ctx.progress.errors == 0
+
+
+async def test_builtin_smoke_suite_runs_against_two_endpoints(tmp_path: Path) -> None:
+    suite = AGENT_KIND.load("agent-smoke", {"trials": 2})
+    assert suite.manifest.kind == "agent" and suite.manifest.case_count == len(ENVIRONMENTS)
+    policy = OraclePolicy(suite.cases)
+    _, ctx, records, _ = await run_suite(tmp_path, policy, "agent-smoke", {"trials": 2}, endpoints=("ref", "cand"))
+    assert AGENT_KIND.planned_exchanges(suite, ctx) == len(records)  # oracle: horizon + 1 per trial
+    ref, cand = AGENT_KIND.score(suite, records, "ref", ["ref", "cand"])
+    assert ref.metrics["pass^2"].value == 1.0 and cand.metrics["pass^2"].value == 1.0
+    assert cand.metrics["trajectory_divergence_step_median"].value is None  # identical trajectories
+    assert cand.comparisons["task_success"].difference.value == 0.0
+    assert {r.repeat for r in records} == {0, 1}
+
+
+async def test_stop_reasons_invalid_streak_and_budget(tmp_path: Path) -> None:
+    path = write_specs(tmp_path / "s.jsonl", [{"env": "notes", "horizon": 10, "step_budget": 7}])
+    suite = AGENT_KIND.load(str(path), {})
+    _, _, recs, _ = await run_suite(tmp_path, OraclePolicy(suite.cases, error_rate=1.0), str(path),
+                                    {"max_invalid_streak": 3}, run_dir=tmp_path / "a")
+    assert len(recs) == 3 and recs[-1].extra["stop_reason"] == "invalid_streak"
+    assert recs[-1].extra["success"] is False and recs[-1].extra["invalid_streak"] == 3
+    assert {c["error_kind"] for r in recs for c in r.extra["calls"]} == {
+        "malformed_json", "unknown_tool", "schema_violation"}
+    _, _, recs, _ = await run_suite(tmp_path, OraclePolicy(suite.cases, never_finish=True), str(path), {},
+                                    run_dir=tmp_path / "b")
+    assert len(recs) == 7 and recs[-1].extra["stop_reason"] == "step_budget"
+
+
+async def test_context_limit_error_trims_or_stops(tmp_path: Path) -> None:
+    path = write_specs(tmp_path / "s.jsonl", [{"env": "tickets", "horizon": 25}])
+    suite = AGENT_KIND.load(str(path), {})
+    policy = OraclePolicy(suite.cases)
+
+    def small_context(body: dict, ctx) -> Reply:
+        if len(body["messages"]) > 12:
+            return Reply.error(400, "This model's maximum context length is 2048 tokens.",
+                               type_="invalid_request_error")
+        return policy(body, ctx)
+
+    _, _, recs, _ = await run_suite(tmp_path, small_context, str(path), {}, run_dir=tmp_path / "trim")
+    assert recs[-1].extra["stop_reason"] == "final_answer" and recs[-1].extra["success"] is True
+    assert any(r.extra.get("context_retries") for r in recs)
+    assert max(r.extra["messages"] for r in recs) <= 12
+
+    policy2 = OraclePolicy(suite.cases)
+    _, _, recs, _ = await run_suite(
+        tmp_path, lambda b, c: small_context(b, c) if len(b["messages"]) > 12 else policy2(b, c), str(path),
+        {"on_context_error": "stop"}, run_dir=tmp_path / "stop")
+    assert recs[-1].extra["stop_reason"] == "context_limit" and recs[-1].extra["success"] is False
+
+
+async def test_interrupted_trial_restarts_and_finished_trials_are_not_resent(tmp_path: Path) -> None:
+    path = write_specs(tmp_path / "s.jsonl", [{"env": "tickets", "horizon": 10}, {"env": "ledger", "horizon": 50}])
+    suite = AGENT_KIND.load(str(path), {})
+    run_dir = tmp_path / "run"
+    with ScriptedServer(OraclePolicy(suite.cases), models=["ref"]) as srv:
+        async with AsyncExitStack() as stack:
+            ctx = await open_context(stack, run_dir, srv.base_url, ["ref"], {})
+            task = asyncio.create_task(AGENT_KIND.run(suite, ctx))
+            while len(ctx.store.read(kind="agent_step", suite=suite.manifest.name)) < 25:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    first = ctx.store.read(kind="agent_step")
+    assert any(r.extra.get("stop_reason") for r in first if r.case_id == "tickets-h10-s0")
+    assert not any(r.extra.get("stop_reason") for r in first if r.case_id == "ledger-h50-s0")
+    # resume with a fresh policy (a new process would have one): only the unfinished trial is re-sent
+    suite2, ctx2, records, requests = await run_suite(tmp_path, OraclePolicy(suite.cases), str(path), {},
+                                                      run_dir=run_dir)
+    assert requests == 50 + 1
+    ledger = [r for r in records if r.case_id == "ledger-h50-s0"]
+    assert {r.extra["attempt"] for r in ledger} == {0, 1}
+    (res,) = AGENT_KIND.score(suite2, records, "ref", ["ref"])
+    assert res.metrics["task_success"].value == 1.0 and res.metrics["task_success"].n == 2
+    assert res.counts["interrupted_attempts"] == 1
+
+
+def test_options_are_validated() -> None:
+    assert AgentOptions.parse({"horizon": "10,25", "trials": "3"}).horizons == [10, 25]
+    with pytest.raises(ValueError, match="agent option trials"):
+        AgentOptions.parse({"trials": "many"})
+    with pytest.raises(ValueError, match="on_context_error"):
+        AgentOptions.parse({"on_context_error": "panic"})
+    with pytest.raises(ValueError, match="no scenario has horizon"):
+        AGENT_KIND.load("agent-smoke", {"horizon": [500]})
+    assert AGENT_KIND.load("agent-long", {"horizon": 25, "limit": 2}).manifest.case_count == 2
