@@ -356,8 +356,10 @@ class ScriptedServer:
                 await self._server.wait_closed()
             asyncio.run_coroutine_threadsafe(_close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._server = None
         if self._thread:
             self._thread.join(10)
+            self._thread = None
 
     def __enter__(self) -> "ScriptedServer":
         return self.start()
