@@ -171,17 +171,16 @@ class ToolSpec:
     def phrase(self, args: dict[str, Any], rng: random.Random, template_set: TemplateSet) -> str:
         """A natural request that states exactly ``args``."""
         templates = self.eval_templates if template_set == "eval" else self.train_templates
-        template = rng.choice(templates)
+        template = rng.choice(templates).rstrip()
+        end = template[-1] if template[-1] in ".?!" else "."
+        core = template[:-1] if template[-1] in ".?!" else template
         values = {k: self._text(k, v) for k, v in args.items()}
-        text = template.format(**values)
-        extra = []
+        text = core.format(**values)
         for arg in self.clauses:
             if arg in args:
                 ev, tr = self.clauses[arg]
-                extra.append(rng.choice(ev if template_set == "eval" else tr).format(**values))
-        if extra:
-            text = text.rstrip(".?!") + "".join(extra)
-        return _finish(text, template)
+                text += rng.choice(ev if template_set == "eval" else tr).format(**values)
+        return _finish(text, end)
 
 
 def _join_words(items: list[str]) -> str:
@@ -190,9 +189,8 @@ def _join_words(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _finish(text: str, template: str) -> str:
+def _finish(text: str, end: str) -> str:
     text = re.sub(r"\s+", " ", text).strip()
-    end = "?" if template.rstrip().endswith("?") else "."
     if not text.endswith(("?", ".", "!")):
         text += end
     return text[0].upper() + text[1:]
@@ -222,7 +220,7 @@ tool(
     eval_templates=("What's the weather like in {city} right now?", "Check current conditions in {city}",
                     "Is it raining in {city} at the moment?"),
     train_templates=("How is the weather in {city} today?", "Tell me the current weather for {city}",
-                     "Current temperature and sky in {city}, please"),
+                     "Please give me the current temperature and sky in {city}"),
     clauses={"unit": ((" in {unit}",), (", using {unit}",))},
 )
 tool(
@@ -278,7 +276,7 @@ tool(
     eval_templates=("What's on my calendar from {start_date} to {end_date}?", "List my events between {start_date} and {end_date}",
                     "Show the meetings I have {start_date} through {end_date}"),
     train_templates=("Which events do I have between {start_date} and {end_date}?", "Pull my schedule for {start_date} until {end_date}",
-                     "Calendar entries from {start_date} to {end_date} please"),
+                     "Please list calendar entries from {start_date} to {end_date}"),
     clauses={"max_results": ((", at most {max_results}",), (" (limit {max_results})",))},
 )
 tool(
@@ -633,7 +631,7 @@ tool(
                                    **({"brightness": r.choice([20, 50, 75, 100])} if on and _maybe(r, 0.5) else {}),
                                    **({"color": r.choice(["#ff8800", "#ffffff", "#3366ff"])} if on and _maybe(r, 0.2) else {})}
                        )(r.random() < 0.7),
-    eval_templates=("Turn {on} the {room} lights", "Switch the lights in the {room} {on}", "{room} lights {on}, please"),
+    eval_templates=("Turn {on} the {room} lights", "Switch the lights in the {room} {on}", "Please turn the {room} lights {on}"),
     train_templates=("Lights {on} in the {room}", "Please put the {room} lighting {on}", "Can you turn the {room} lamps {on}?"),
     clauses={"brightness": ((" at {brightness}%",), (", brightness {brightness} percent",)),
              "color": ((", colour {color}",), (" using color {color}",))},
