@@ -22,7 +22,9 @@ kept; when ``window_tokens`` is set, the oldest turns (an assistant message with
 together) are removed until the estimated prompt fits, always keeping the latest turn. Prompt size is estimated
 from characters, calibrated by the ``usage.prompt_tokens`` the endpoint reported for the previous request (4 chars
 per token before the first report). With ``on_context_error="trim"`` (default) an endpoint's "context length
-exceeded" error sets the window to 3/4 of the failed prompt's estimate and the step is re-sent (at most 3 times).
+exceeded" error sets the window (to 90% of the stated context length minus ``max_tokens`` when the message states
+it, else 3/4 of the failed prompt's estimate) and the step is re-sent (at most 3 times); the learnt window is
+kept for that endpoint's later trials.
 The scenarios are built so that the latest turns carry what the next call needs.
 
 Options (``ctx.options``): ``horizon`` (int or list: keep these horizons), ``trials`` (default ``ctx.repeats``),
@@ -127,6 +129,19 @@ def canonical_action(name: str | None, arguments: str) -> str:
     except (ValueError, TypeError):
         args = arguments
     return f"{name}({args})"
+
+
+_CONTEXT_LEN = re.compile(r"context length (?:is |of )?(\d+)", re.IGNORECASE)
+_PROMPT_LEN = re.compile(r"prompt \((\d+) tokens\)|(\d+) tokens? in the messages|prompt has (\d+) tokens", re.IGNORECASE)
+
+
+def context_error_sizes(ex: Exchange) -> tuple[int | None, int | None]:
+    """(context length, prompt tokens) when the error message states them (vLLM, OpenAI, the built-in engine)."""
+    text = ex.error_message or ""
+    ctx_m, prompt_m = _CONTEXT_LEN.search(text), _PROMPT_LEN.search(text)
+    ctx_len = int(ctx_m.group(1)) if ctx_m else None
+    prompt = next((int(g) for g in prompt_m.groups() if g), None) if prompt_m else None
+    return ctx_len, prompt
 
 
 def is_context_error(ex: Exchange) -> bool:
@@ -258,16 +273,20 @@ class AgentKind:
     async def run(self, suite: AgentSuite, ctx: Any) -> None:
         opts = self._options(suite, ctx)
         plans = self._plan(suite, ctx, opts)
-        await asyncio.gather(*(self._run_trial(suite, ctx, opts, p) for p in plans))
+        learned: dict[str, int] = {}  # endpoint -> prompt window learnt from its context-length errors
+        await asyncio.gather(*(self._run_trial(suite, ctx, opts, p, learned) for p in plans))
 
-    async def _run_trial(self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan) -> None:
+    async def _run_trial(
+        self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan, learned: dict[str, int]
+    ) -> None:
         scenario = plan.scenario
         client = ctx.clients[plan.endpoint]
         env = scenario.make_env()
         tools = env.tools()
         conv = Conversation(scenario, tools)
         streak = 0
-        window = opts.window_tokens  # per trial: a limit learnt from one endpoint's error is not another's
+        # a window learnt from this endpoint's context error applies to its later trials too (not to others)
+        window = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
         for step in range(scenario.step_budget):
             dropped = conv.trim(window)
             context_retries, context_error = 0, None
@@ -286,7 +305,16 @@ class AgentKind:
                 if opts.on_context_error != "trim" or len(conv.turns) <= 1 or context_retries >= 3:
                     break
                 context_retries += 1
-                window = max(1, int(conv.estimate_tokens() * 0.75))
+                ctx_len, prompt_tokens = context_error_sizes(ex)
+                if prompt_tokens:
+                    conv.calibrate(prompt_tokens, sent_chars)
+                target = int(conv.estimate_tokens() * 0.75)
+                if ctx_len and ctx_len > opts.max_tokens:
+                    stated = int((ctx_len - opts.max_tokens) * 0.9)
+                    if stated < conv.estimate_tokens():  # else our estimate is off: shrink instead
+                        target = stated
+                window = max(1, min(window or target, target))
+                learned[plan.endpoint] = min(learned.get(plan.endpoint, window), window)
                 dropped += conv.trim(window)
             extra: dict[str, Any] = {
                 "attempt": plan.attempt, "env": scenario.env, "horizon": scenario.horizon,
