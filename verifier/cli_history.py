@@ -126,6 +126,26 @@ def drift(
     raise typer.Exit(1 if rep.drifted else 0)
 
 
+@history_app.command("report")
+def report(
+    run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
+    db: Optional[Path] = _DB_OPT,
+    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML for the pass/warn/fail marks."),
+) -> None:
+    """Re-render report.html with the history charts and drift table from the database."""
+    from reports.render import render_report  # lazy: matplotlib is only needed when a report is drawn
+
+    path = db or default_db_path()
+    try:
+        pol = load_policy(policy) if policy else None
+        if not path.exists():
+            _die(f"{path}: no history database here")
+        out = render_report(run_dir, db_path=path, policy=pol)
+    except (PolicyError, HistoryError) as exc:
+        _die(str(exc))
+    _out.print(str(out), markup=False, highlight=False)
+
+
 def gate(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML (default: examples/policy.toml values)."),
