@@ -57,6 +57,10 @@ BUILTINS: dict[str, BuiltinSuite] = {
 }
 
 
+#: What ``verifier run`` runs when no ``--suite`` is given.
+DEFAULT_SUITES: list[str] = ["toolcall-core"]
+
+
 class SuiteResolutionError(ValueError):
     """A ``--suite`` value that names nothing, or a kind that cannot be imported; one clear line."""
 
