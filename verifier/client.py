@@ -29,6 +29,7 @@ from asyncio_throttle import Throttler
 from httpx_sse import EventSource
 
 from verifier.records import OPENAI_FINISH_REASONS, EndpointConfig, Exchange, ToolCall, Usage
+from verifier.transport import make_transport
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 _MAX_RETRY_AFTER_S = 120.0
@@ -139,13 +140,16 @@ class EndpointClient:
     """Async client for one endpoint; use as ``async with EndpointClient(cfg) as c: ex = await c.chat(body)``.
 
     ``api_key``: when None, read from the env var named by ``config.api_key_env`` (if any).
+    ``fast_transport``: use :class:`verifier.transport.FastTransport` under httpx (default; httpx's own transport
+    when False or when a proxy is configured).
     ``backoff_base``/``backoff_cap``: exponential backoff with full jitter, ``uniform(0, min(cap, base * 2**n))``;
     a Retry-After header sets a floor under that sleep.
     """
 
     def __init__(self, config: EndpointConfig, *, api_key: str | None = None, backoff_base: float = 0.5,
-                 backoff_cap: float = 30.0, rng: random.Random | None = None) -> None:
+                 backoff_cap: float = 30.0, rng: random.Random | None = None, fast_transport: bool = True) -> None:
         self.config = config
+        self._fast = fast_transport
         if api_key is None and config.api_key_env:
             api_key = os.environ.get(config.api_key_env) or None
         self._secrets = [s for s in (api_key,) if s] + [v for k, v in config.headers.items() if _sensitive(k) and v]
@@ -179,6 +183,7 @@ class EndpointClient:
                 timeout=httpx.Timeout(self.config.timeout, connect=min(10.0, self.config.timeout)),
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
                 follow_redirects=False,
+                transport=make_transport(self.config.base_url) if self._fast else None,
             )
         return self._http
 
