@@ -3,7 +3,7 @@
 The loop per trial: send conversation + tools -> read the reply's ``tool_calls`` -> execute each call in the
 scenario's environment -> append the assistant message and one tool message per call -> repeat. A trial stops on
 
-* ``final_answer``: a reply without tool calls;
+* ``final_answer``: a reply without tool calls (``truncated_reply`` when it was cut off by ``max_tokens``);
 * ``step_budget``: the scenario's budget of model requests is used up;
 * ``invalid_streak``: ``max_invalid_streak`` consecutive invalid tool calls (malformed JSON, unknown tool, schema);
 * ``context_limit``: the endpoint said the prompt is too long and trimming cannot help, or the next prompt would
@@ -329,7 +329,8 @@ class AgentKind:
             else:
                 conv.calibrate(ex.usage.prompt_tokens, sent_chars)
                 if not ex.tool_calls:
-                    stop = "final_answer"
+                    # a reply cut off by max_tokens is not an answer: often a tool call that never closed
+                    stop = "truncated_reply" if ex.finish_reason == "length" else "final_answer"
                     extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
                 else:
                     calls, actions, turn = [], [], []
