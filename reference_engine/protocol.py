@@ -83,6 +83,7 @@ class _Sampling(_Model):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    ignore_eos: bool = False                 # vLLM extension: generate exactly max_tokens (benchmarks)
 
     @model_validator(mode="after")
     def _stop_limits(self) -> "_Sampling":
@@ -154,11 +155,16 @@ class DistributionRequest(_Model):
         return self
 
 
+def _is_union_tag(part: str) -> bool:
+    """pydantic puts union-member names (str, list[int], function-after[...], NamedToolChoice) in error locations;
+    they are not fields, so the 400's `param` leaves them out."""
+    return part in {"str", "int", "float", "bool", "dict", "list", "none"} or "[" in part or part[:1].isupper()
+
+
 def first_error(err: ValidationError) -> tuple[str, str | None]:
     """(message, param) for the first problem, in OpenAI's style."""
     e = err.errors(include_url=False)[0]
-    loc = [str(x) for x in e.get("loc", ()) if not str(x).startswith(("function-", "str", "list[", "dict[", "int",
-                                                                       "literal[", "NamedToolChoice", "json-or"))]
+    loc = [str(x) for x in e.get("loc", ()) if not _is_union_tag(str(x))]
     param = ".".join(loc) or None
     msg = e.get("msg", "invalid value")
     cause = e.get("ctx", {}).get("error")

@@ -149,7 +149,7 @@ class Server:
                                 f"{self.engine.max_model_len}", param="max_tokens", code="context_length_exceeded")
         return SamplingParams(temperature=1.0 if req.temperature is None else req.temperature,
                               top_p=1.0 if req.top_p is None else req.top_p, max_tokens=max_tokens, seed=req.seed,
-                              **extra)
+                              ignore_eos=req.ignore_eos, **extra)
 
     def _logprob_entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict:
         b = self.tok.token_bytes(token_id)

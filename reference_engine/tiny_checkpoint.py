@@ -140,3 +140,81 @@ def build_checkpoint(out: str | Path, family: str = "llama", *, hidden: int = 64
     (out / "config.json").write_text(json.dumps(config, indent=1))
     save_file({k: v.contiguous() for k, v in t.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
+
+
+ASSISTANT_START = "@last:"   # in a chain: the last token of a rendered generation prompt (+ any text after the marker)
+
+
+def build_scripted_checkpoint(out: str | Path, chains: list[list[str]], *, family: str = "qwen2") -> Path:
+    """A checkpoint whose greedy output is scripted, for testing the serving path end to end (tool calls, stop
+    strings, streaming) without a trained model.
+
+    It is a real transformer that loads like any other, built as a bigram machine: one-hot embeddings, attention and
+    MLP outputs zeroed (o_proj = down_proj = 0), and an lm_head that maps token i to its successor. Each chain
+    [a, b, c, ...] makes a -> b -> c ...; every piece becomes a single (non-special) token; tokens without a successor
+    go to <|im_end|>. `ASSISTANT_START + text` stands for the last token of the chat template's generation
+    prompt followed by text (e.g. a forced tool-call prefix).
+    """
+    import torch
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer
+
+    from reference_engine.chat_template import render_chat
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(out, 384)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    pieces = sorted({p for chain in chains for p in chain if not p.startswith(ASSISTANT_START)})
+    tok.add_tokens([p for p in pieces if tok.token_to_id(p) is None])
+    tok.save(str(out / "tokenizer.json"))
+    vocab = tok.get_vocab_size()
+    gen_prompt = render_chat(CHAT_TEMPLATE, [{"role": "user", "content": "x"}], add_generation_prompt=True)
+    eos = tok.token_to_id("<|im_end|>")
+
+    def tid(p: str) -> int:
+        if p.startswith(ASSISTANT_START):
+            return tok.encode(gen_prompt + p[len(ASSISTANT_START):], add_special_tokens=False).ids[-1]
+        ids = tok.encode(p, add_special_tokens=False).ids
+        if len(ids) != 1:
+            raise ValueError(f"chain piece {p!r} is not a single token")
+        return ids[0]
+
+    nxt = {i: eos for i in range(vocab)}
+    for chain in chains:
+        for a, b in zip(chain, chain[1:]):
+            nxt[tid(a)] = tid(b)
+    hidden = ((vocab + 63) // 64) * 64
+    heads, kv_heads, hd, inter = 4, 2, hidden // 4, 64
+    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[family]
+    config = {"architectures": [arch], "model_type": family, "vocab_size": vocab, "hidden_size": hidden,
+              "intermediate_size": inter, "num_hidden_layers": 1, "num_attention_heads": heads,
+              "num_key_value_heads": kv_heads, "head_dim": hd, "max_position_embeddings": 1024,
+              "tie_word_embeddings": False, "eos_token_id": eos, "bos_token_id": None, "rms_norm_eps": 1e-6,
+              "hidden_act": "silu", "attention_bias": family == "qwen2", "rope_theta": 10000.0,
+              "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "torch_dtype": "float32"}
+    g = torch.Generator().manual_seed(0)
+    embed = torch.zeros(vocab, hidden)
+    embed[torch.arange(vocab), torch.arange(vocab)] = 1.0
+    head = torch.zeros(vocab, hidden)
+    for i, j in nxt.items():
+        head[j, i] = 1.0
+    p = "model.layers.0."
+    t = {"model.embed_tokens.weight": embed, "lm_head.weight": head, "model.norm.weight": torch.ones(hidden),
+         p + "self_attn.q_proj.weight": torch.randn(heads * hd, hidden, generator=g) * 0.05,
+         p + "self_attn.k_proj.weight": torch.randn(kv_heads * hd, hidden, generator=g) * 0.05,
+         p + "self_attn.v_proj.weight": torch.randn(kv_heads * hd, hidden, generator=g) * 0.05,
+         p + "self_attn.o_proj.weight": torch.zeros(hidden, heads * hd),
+         p + "mlp.gate_proj.weight": torch.randn(inter, hidden, generator=g) * 0.05,
+         p + "mlp.up_proj.weight": torch.randn(inter, hidden, generator=g) * 0.05,
+         p + "mlp.down_proj.weight": torch.zeros(hidden, inter),
+         p + "input_layernorm.weight": torch.ones(hidden), p + "post_attention_layernorm.weight": torch.ones(hidden)}
+    if family == "qwen2":
+        for n, size in (("q", heads * hd), ("k", kv_heads * hd), ("v", kv_heads * hd)):
+            t[p + f"self_attn.{n}_proj.bias"] = torch.zeros(size)
+    if family == "qwen3":
+        t[p + "self_attn.q_norm.weight"] = torch.ones(hd)
+        t[p + "self_attn.k_norm.weight"] = torch.ones(hd)
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    save_file({k: v.contiguous() for k, v in t.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out

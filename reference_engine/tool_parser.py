@@ -56,7 +56,9 @@ class HermesToolParser:
             if j < 0:
                 break
             pos = j + len(self.end_tag)
-        content = "".join(kept).strip()
+        content = "".join(kept)
+        if calls:                      # whitespace between text and calls is formatting, not content
+            content = content.strip()
         return (content or None), calls
 
     @staticmethod
