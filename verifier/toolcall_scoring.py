@@ -34,7 +34,7 @@ from jsonschema.validators import validator_for
 from verifier import stats
 from verifier.records import ExchangeRecord, Interval
 from verifier.suite_format import ToolcallCase
-from verifier.summary_model import Comparison, Disagreement, EndpointSuiteResult
+from verifier.summary_model import Comparison, Disagreement, EndpointSuiteResult, Series
 
 MAX_DISAGREEMENTS = 200  # per endpoint and suite; the total is in counts["disagreements_total"]
 EXCERPT_CHARS = 300
@@ -202,34 +202,37 @@ def analyse(record: ExchangeRecord, case: ToolcallCase | None) -> Outcome:
 PairKey = tuple[str, str | None, int]  # (case_id, variant, repeat)
 
 
-def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float | None:
-    denom = 2 * tp.sum() + fp.sum() + fn.sum()
-    return None if denom == 0 else float(2 * tp.sum() / denom)
-
-
 def f1_interval(tp: Sequence[bool], fp: Sequence[bool], fn: Sequence[bool], clusters: Sequence[Hashable],
                 n_boot: int = 1000, seed: int = 0) -> Interval:
-    """F1 with a cluster-bootstrap interval (cases are clusters, so repeats do not shrink it)."""
+    """F1 with a 95% interval; ``n`` is the number of scored pairs.
+
+    F1 = 2J/(1+J) with J = TP/(TP+FP+FN), a monotone map, so a Wilson interval on J maps to an interval
+    on F1 that stays honest at the edges (a perfect F1 on 40 cases is not [1, 1]). When cases repeat
+    (``--repeats``), repeats are correlated, so the interval is widened to cover a cluster bootstrap
+    over cases as well.
+    """
     n = len(tp)
-    if n == 0:
-        return Interval(value=None, n=0, method="bootstrap")
     a_tp, a_fp, a_fn = (np.asarray(x, dtype=float) for x in (tp, fp, fn))
-    value = _f1(a_tp, a_fp, a_fn)
-    if value is None:
-        return Interval(value=None, n=n, method="bootstrap")
+    k, m = int(a_tp.sum()), int(a_tp.sum() + a_fp.sum() + a_fn.sum())
+    if m == 0:
+        return Interval(value=None, n=n, method="wilson_jaccard")
+    j = stats.wilson(k, m)
+    to_f1 = lambda x: 2 * x / (1 + x)  # noqa: E731
+    value, low, high = to_f1(k / m), to_f1(j.low), to_f1(j.high)
     index: dict[Hashable, int] = {}
     codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=n)
     g = len(index)
+    if g == n or g < 2:
+        return Interval(value=value, low=low, high=high, n=n, method="wilson_jaccard")
     s_tp, s_fp, s_fn = (np.bincount(codes, weights=x, minlength=g) for x in (a_tp, a_fp, a_fn))
-    if g < 2:
-        return Interval(value=value, low=value, high=value, n=n, method="bootstrap")
     pick = np.random.default_rng(seed).integers(0, g, size=(n_boot, g))
     btp, bfp, bfn = s_tp[pick].sum(1), s_fp[pick].sum(1), s_fn[pick].sum(1)
     denom = 2 * btp + bfp + bfn
-    boot = np.where(denom > 0, 2 * btp / np.where(denom > 0, denom, 1), np.nan)
-    boot = boot[~np.isnan(boot)]
-    lo, hi = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975))) if boot.size else (None, None)
-    return Interval(value=value, low=lo, high=hi, n=n, method="bootstrap")
+    boot = (2 * btp / np.where(denom > 0, denom, 1))[denom > 0]
+    if boot.size:
+        low = min(low, float(np.quantile(boot, 0.025)))
+        high = max(high, float(np.quantile(boot, 0.975)))
+    return Interval(value=value, low=low, high=high, n=n, method="wilson_jaccard+cluster_bootstrap")
 
 
 def _trigger_metrics(pairs: list[tuple[bool, bool, str]], prefix: str) -> tuple[dict[str, Interval], dict[str, int]]:
@@ -339,8 +342,46 @@ def _repeat_block(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict[st
         return {}, {}
     same = [len({o.signature() for o in v}) == 1 for v in multi]
     same_trigger = [len({(o.ok, o.triggered) for o in v}) == 1 for v in multi]
-    return ({"repeat_consistency": stats.rate(same), "repeat_trigger_consistency": stats.rate(same_trigger)},
-            {"repeat_cases": len(multi)})
+    metrics = {"repeat_consistency": stats.rate(same), "repeat_trigger_consistency": stats.rate(same_trigger)}
+    # The endpoint against its own first repeat: the noise floor any cross-endpoint trigger F1 is judged by.
+    aa: list[tuple[bool, bool, str]] = []
+    for v in multi:
+        first = min(v, key=lambda o: o.record.repeat)
+        aa += [(first.triggered, o.triggered, o.record.case_id) for o in v
+               if o is not first and o.ok and first.ok]
+    if aa:
+        m, _ = _trigger_metrics(aa, "")
+        metrics["repeat_trigger_f1"] = m["trigger_f1"]
+    return metrics, {"repeat_cases": len(multi)}
+
+
+def _per_repeat_series(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> list[Series]:
+    """Rates per repeat index, so the report can show run-to-run spread (only with --repeats > 1)."""
+    repeats = sorted({o.record.repeat for o in outcomes})
+    if len(repeats) < 2:
+        return []
+    series = []
+    for name, fn in (("schema_accuracy", lambda sub: _schema_block(sub)[0]["schema_accuracy"]),
+                     ("error_rate", lambda sub: stats.rate([not o.ok for o in sub])),
+                     ("expected_case_accuracy", lambda sub: stats.rate(
+                         [_case_correct(o, cases[o.record.case_id]) for o in sub
+                          if o.record.case_id in cases and cases[o.record.case_id].has_expected]))):
+        ivs = [fn([o for o in outcomes if o.record.repeat == r]) for r in repeats]
+        if any(iv.value is None for iv in ivs):
+            continue
+        series.append(Series(name=f"{name}_by_repeat", x=[float(r) for r in repeats], y=[iv.value for iv in ivs],
+                             low=[iv.low for iv in ivs], high=[iv.high for iv in ivs], x_label="repeat", y_label=name))
+    return series
+
+
+def _by_tool(outcomes: list[Outcome]) -> dict[str, Any]:
+    """Schema validity per called tool name (offered tools only), to show which schemas break."""
+    per: dict[str, list[bool]] = defaultdict(list)
+    for o in outcomes:
+        for c in o.calls:
+            if c.status != "unknown_tool" and c.name:
+                per[c.name].append(c.valid)
+    return {name: stats.rate(v).model_dump() for name, v in sorted(per.items())}
 
 
 def _variant_block(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict[str, Comparison], dict[str, Any]]:
@@ -437,6 +478,10 @@ def score_toolcall(
         feats = _feature_block(mine, by_id)
         if feats:
             res.extra["schema_accuracy_by_feature"] = feats
+        tools = _by_tool(mine)
+        if tools:
+            res.extra["schema_accuracy_by_tool"] = tools
+        res.series.extend(_per_repeat_series(mine, by_id))
         if ep != reference:
             _against_reference(res, mine, ref_index, by_id)
         results.append(res)

@@ -63,7 +63,7 @@ def test_trigger_counts_and_rates(results: dict[str, Any]) -> None:
     assert c.metrics["trigger_precision"].value == pytest.approx(2 / 3) and c.metrics["trigger_precision"].n == 3
     assert c.metrics["trigger_recall"].value == pytest.approx(2 / 3)
     f1 = c.metrics["trigger_f1"]
-    assert f1.value == pytest.approx(2 / 3) and f1.n == 5 and f1.low <= f1.value <= f1.high
+    assert f1.value == pytest.approx(2 / 3) and f1.n == 5 and f1.low < f1.value < f1.high
     assert "trigger_f1" not in results["ref"].metrics  # the reference is not scored against itself
 
 
@@ -130,6 +130,18 @@ def test_repeats_report_run_to_run_spread() -> None:
     (r,) = score_toolcall("s", cases, recs, "ref", ["ref"])
     assert r.metrics["repeat_consistency"].value == 0.5 and r.metrics["repeat_consistency"].n == 2
     assert r.metrics["repeat_trigger_consistency"].value == 0.5
+    # repeat 1 against repeat 0: TP on a, FP on b -> F1 = 2/3
+    assert r.metrics["repeat_trigger_f1"].value == pytest.approx(2 / 3)
+    (series,) = [s for s in r.series if s.name == "expected_case_accuracy_by_repeat"]
+    assert series.x == [0.0, 1.0] and series.y == [1.0, 0.5]
+
+
+def test_f1_interval_is_not_degenerate_when_perfect() -> None:
+    from verifier.toolcall_scoring import f1_interval
+
+    iv = f1_interval([True] * 40, [False] * 40, [False] * 40, list(range(40)))
+    j_low = 40 / (40 + 1.959964**2)  # Wilson lower bound at k = n = 40; F1 = 2J/(1+J)
+    assert iv.value == 1.0 and iv.high == 1.0 and iv.low == pytest.approx(2 * j_low / (1 + j_low), abs=1e-6)
 
 
 def test_check_call_statuses() -> None:
