@@ -1,0 +1,137 @@
+"""A scripted agent: each environment's oracle, served behind the loopback OpenAI-compatible test server.
+
+Used by the tests (a deterministic policy that must solve every scenario through the real runner, client and
+store) and by ``python -m suites.agent.scripted_agent`` to demo the agent suites without a model.
+
+``OraclePolicy`` is a ``ScriptedServer`` responder. A request whose messages hold no assistant turn starts a new
+conversation: the goal text picks the scenario, a fresh environment becomes its *mirror*, and a conversation token
+is minted. Every tool call id it returns carries that token (``call_<token>_<n>``); the runner sends ids back, so
+later requests find their mirror even when older turns were trimmed or many trials run at once. The policy plays
+``next_action()`` on the mirror, so a correct runner reaches the goal in exactly ``horizon`` calls. It also checks
+the runner: the tool result sent back must equal what the mirror computed for that call, otherwise it answers
+HTTP 400 (the trial ends with an endpoint error: a test failure, never a silent pass).
+
+With ``error_rate = p`` each step independently becomes an invalid call (malformed JSON, unknown tool or schema
+violation, rotating) with probability p, drawn from a hash of (seed, model, conversation number, call count), so
+runs are reproducible. The first invalid step is then geometric: P(first invalid step > t) = (1 - p)^t.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import threading
+from typing import Any
+
+from suites.agent.base import Environment
+from suites.agent.scenarios import Scenario, builtin_suite
+from verifier.testing.scripted_server import Reply, RequestContext, ScriptedServer
+
+
+def uniform(*parts: Any) -> float:
+    """A reproducible U(0,1) draw from its labels."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class OraclePolicy:
+    def __init__(self, scenarios: list[Scenario], *, error_rate: float = 0.0, seed: int = 0,
+                 never_finish: bool = False) -> None:
+        self.by_goal = {s.goal: s for s in scenarios}
+        self.error_rate = error_rate
+        self.seed = seed
+        self.never_finish = never_finish
+        self.mirrors: dict[str, Environment] = {}
+        self.last_result: dict[str, str] = {}
+        self.started: dict[tuple[str, str], int] = {}  # (model, goal) -> conversations begun (for draws)
+        self.draw_key: dict[str, tuple[str, str, int]] = {}
+        self.cache: dict[str, Reply] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict, ctx: RequestContext) -> Reply:
+        with self.lock:
+            first = not any(m.get("role") == "assistant" for m in body.get("messages", []))
+            if not first and ctx.body_hash in self.cache:  # a client retry of the same body: same answer
+                return self.cache[ctx.body_hash]
+            reply = self._decide(body)
+            if not first:
+                self.cache[ctx.body_hash] = reply
+            return reply
+
+    def _conversation(self, body: dict) -> tuple[str | None, str | None]:
+        """(token, error): the token of an existing conversation, or a new one for a first request."""
+        messages = body["messages"]
+        goal = next((m["content"] for m in messages if m["role"] == "user"), None)
+        assistants = [m for m in messages if m.get("role") == "assistant"]
+        if not assistants:
+            if goal not in self.by_goal:
+                return None, "policy: unknown goal"
+            model = str(body.get("model"))
+            n = self.started.get((model, goal), 0)
+            self.started[(model, goal)] = n + 1
+            token = f"{len(self.mirrors):06d}"
+            self.mirrors[token] = self.by_goal[goal].make_env()
+            self.draw_key[token] = (model, goal, n)
+            return token, None
+        calls = assistants[-1].get("tool_calls") or []
+        call_id = str(calls[0].get("id", "")) if calls else ""
+        parts = call_id.split("_")
+        if len(parts) != 3 or parts[1] not in self.mirrors:
+            return None, f"policy: cannot find the conversation of tool call id {call_id!r}"
+        token = parts[1]
+        sent = messages[-1]
+        if sent.get("role") != "tool" or sent.get("content") != self.last_result.get(token):
+            return None, f"policy: runner sent {sent.get('content')!r}, expected {self.last_result.get(token)!r}"
+        return token, None
+
+    def _decide(self, body: dict) -> Reply:
+        token, error = self._conversation(body)
+        if token is None:
+            return Reply.error(400, error or "policy error", type_="invalid_request_error")
+        env = self.mirrors[token]
+        usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4 + 1, "completion_tokens": 10,
+                 "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
+        n = len(env.events)
+        action = env.next_action()
+        if self.never_finish:
+            name = env.tools()[-1]["function"]["name"]
+            args = '{"prefix": "n-"}' if name == "list_keys" else "{}"
+        elif action is None:
+            return Reply(content="All done.", usage=usage)
+        elif uniform(self.seed, *self.draw_key[token], n) < self.error_rate:
+            kind = n % 3
+            if kind == 0:
+                name, args = action.name, action.arguments_json()[:-1]  # truncated JSON
+            elif kind == 1:
+                name, args = "no_such_tool", action.arguments_json()
+            else:
+                name, args = action.name, json.dumps({"unexpected": True})
+        else:
+            name, args = action.name, action.arguments_json()
+        outcome = env.call(name, args)
+        self.last_result[token] = outcome.result_text
+        return Reply(tool_calls=[{"name": name, "arguments": args, "id": f"call_{token}_{n}"}], usage=usage)
+
+
+def main() -> None:
+    """Serve the oracle agent for the built-in suites on 127.0.0.1 (a model-free demo of the agent suites)."""
+    ap = argparse.ArgumentParser(description="scripted oracle agent on 127.0.0.1 (OpenAI-compatible)")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--error-rate", type=float, default=0.0, help="per-step probability of an invalid call")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default="oracle-agent")
+    args = ap.parse_args()
+    cases = builtin_suite("agent-long")
+    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, seed=args.seed), models=[args.model])
+    srv.keep_log = False
+    srv.start()
+    print(f"serving {args.model} on {srv.base_url} (error rate {args.error_rate})", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        srv.stop()
+
+
+if __name__ == "__main__":
+    main()
