@@ -272,12 +272,12 @@ class LogprobKind:
         extra: dict[str, Any] = {"method": "exact"}
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": case.prompt, "prompt_token_ids": None,
-                                                                         "start": 0})
+                                                                         "start": 1})
             if head is None:
                 self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
                 return
             status, data, ex = await client.post_json("/x/distributions", {"prompt": text, "prompt_token_ids": None,
-                                                                             "start": 0})
+                                                                             "start": 1})
             if data is None:
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
                 return
@@ -287,7 +287,7 @@ class LogprobKind:
             while start < min(len(ids), len(p_ids)) and ids[start] == p_ids[start]:
                 start += 1
             start = max(1, start)
-            rows = _b64_rows(data)[start:]  # with start 0, row r predicts token r: keep predictions of ids[start:]
+            rows = _b64_rows(data)[start - 1:]  # with start 1, row r predicts token r + 1: keep predictions of ids[start:]
             np.savez_compressed(ref_file, logprobs=rows, token_ids=np.asarray(ids), start=start)
             extra.update(start=start, n_tokens=len(ids), vocab_size=int(data["vocab_size"]))
             ex.response = {"omitted": "full distributions stored in kl_exact/"}
