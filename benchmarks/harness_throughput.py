@@ -49,6 +49,10 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _sys() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
 async def _verifier(url: str, n: int, conc: int) -> tuple[float, float, int]:
     from verifier.client import EndpointClient
     from verifier.records import EndpointConfig, ExchangeRecord
@@ -70,11 +74,11 @@ async def _verifier(url: str, n: int, conc: int) -> tuple[float, float, int]:
                                                             case_id=str(i), repeat=0, endpoint="bench", step=None,
                                                             variant=None, extra={}, timestamp=time.time()))
 
-            t0, c0 = time.perf_counter(), _cpu()
+            t0, c0, s0 = time.perf_counter(), _cpu(), _sys()
             await asyncio.gather(*(one(i, b) for i, b in enumerate(reqs)))
-            wall, cpu = time.perf_counter() - t0, _cpu() - c0
+            wall, cpu, sys_s = time.perf_counter() - t0, _cpu() - c0, _sys() - s0
         store.close()
-    return wall, cpu, ok
+    return wall, cpu, sys_s, ok
 
 
 async def _sdk(url: str, n: int, conc: int) -> tuple[float, float, int]:
@@ -93,17 +97,17 @@ async def _sdk(url: str, n: int, conc: int) -> tuple[float, float, int]:
 
     await asyncio.gather(*(one(b) for b in reqs[:conc]))
     ok = 0
-    t0, c0 = time.perf_counter(), _cpu()
+    t0, c0, s0 = time.perf_counter(), _cpu(), _sys()
     await asyncio.gather(*(one(b) for b in reqs))
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu, sys_s = time.perf_counter() - t0, _cpu() - c0, _sys() - s0
     await client.close()
-    return wall, cpu, ok
+    return wall, cpu, sys_s, ok
 
 
 def child(mode: str, url: str, n: int, conc: int) -> None:
     fn = _verifier if mode == "verifier" else _sdk
-    wall, cpu, ok = asyncio.run(fn(url, n, conc))
-    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "ok": ok, "n": n}))
+    wall, cpu, sys_s, ok = asyncio.run(fn(url, n, conc))
+    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu, "sys_s": sys_s, "ok": ok, "n": n}))
 
 
 def main() -> None:
@@ -133,14 +137,16 @@ def main() -> None:
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 r["req_per_s"] = r["n"] / r["wall_s"]
                 r["cpu_ms_per_req"] = 1000 * r["cpu_s"] / r["n"]
+                r["sys_ms_per_req"] = 1000 * r["sys_s"] / r["n"]
                 results[mode].append(r)
                 print(f"run {run + 1} {mode:10s} wall {r['wall_s']:.2f} s  {r['req_per_s']:.0f} req/s  "
-                      f"client CPU {r['cpu_ms_per_req']:.3f} ms/req  ok {r['ok']}/{r['n']}", flush=True)
-        med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "req_per_s", "cpu_ms_per_req")}
+                      f"client CPU {r['cpu_ms_per_req']:.3f} ms/req (kernel {r['sys_ms_per_req']:.3f})  ok {r['ok']}/{r['n']}", flush=True)
+        med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "req_per_s", "cpu_ms_per_req", "sys_ms_per_req")}
                for m, rs in results.items()}
         print(f"\nmedian of {args.runs}: {args.requests} requests, concurrency {args.concurrency}")
         for m, v in med.items():
-            print(f"  {m:10s} wall {v['wall_s']:.2f} s  {v['req_per_s']:.0f} req/s  client CPU {v['cpu_ms_per_req']:.3f} ms/req")
+            print(f"  {m:10s} wall {v['wall_s']:.2f} s  {v['req_per_s']:.0f} req/s  client CPU {v['cpu_ms_per_req']:.3f} ms/req "
+                  f"(of which kernel {v['sys_ms_per_req']:.3f})")
         if "verifier" in med and "openai-sdk" in med:
             print(f"  throughput ratio verifier/openai-sdk: {med['verifier']['req_per_s'] / med['openai-sdk']['req_per_s']:.2f}x")
         if args.json:

@@ -166,6 +166,7 @@ class EndpointClient:
         self._rng = rng or random.Random()
         self._base = config.base_url.rstrip("/")
         self._extra = dict(config.extra_body)
+        self._urls: dict[str, httpx.URL] = {}
 
     # lifecycle -------------------------------------------------------------------------------------------
     async def __aenter__(self) -> "EndpointClient":
@@ -285,7 +286,9 @@ class EndpointClient:
         payload = canonical_json(body)
         rhash = hashlib.sha256(payload).hexdigest()
         http = self._open()
-        url = self._base + path
+        url = self._urls.get(path)
+        if url is None:  # parse each endpoint URL once: httpx re-parses strings on every request
+            url = self._urls[path] = httpx.URL(self._base + path)
         retried: list[int] = []
         attempts = 0
         max_attempts = max(1, self.config.max_attempts)
@@ -346,7 +349,7 @@ class EndpointClient:
             pass
         return {"status": status, "error_class": cls, "error_message": self._redact(msg[:500])}
 
-    async def _plain_once(self, http: httpx.AsyncClient, url: str, payload: bytes, t0: float, chat: bool) -> dict:
+    async def _plain_once(self, http: httpx.AsyncClient, url: httpx.URL, payload: bytes, t0: float, chat: bool) -> dict:
         r = await http.post(url, content=payload)
         raw = await r.aread()
         if r.status_code >= 300:
@@ -362,7 +365,7 @@ class EndpointClient:
             return {"status": r.status_code, "response": data}
         return _from_completion(r.status_code, data)
 
-    async def _stream_once(self, http: httpx.AsyncClient, url: str, payload: bytes, t0: float) -> dict:
+    async def _stream_once(self, http: httpx.AsyncClient, url: httpx.URL, payload: bytes, t0: float) -> dict:
         async with http.stream("POST", url, content=payload, headers={"accept": "text/event-stream"}) as r:
             if r.status_code >= 300:
                 raw = await r.aread()

@@ -247,3 +247,33 @@ async def test_rate_limit_spaces_requests(scripted_server):
         await asyncio.gather(*(c.chat({"messages": [{"role": "user", "content": str(i)}]}) for i in range(30)))
         elapsed = time.perf_counter() - t0
     assert elapsed >= 0.9  # 30 requests at 20/s need at least ~1 s of throttle windows
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-transport", "httpx-transport"])
+@pytest.mark.parametrize("stream", [False, True])
+async def test_both_transports_agree(scripted_server, fast, stream):
+    """The lean transport and httpx's own one give identical exchanges (retries, truncation, reassembly)."""
+    def responder(body, ctx):
+        if ctx.attempt == 1:
+            return Reply.error(503, "busy", retry_after=0)
+        r = Reply(content="ok", tool_calls=[{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "c1"}])
+        if ctx.attempt == 2 and stream:
+            r.truncate_after_chunks = 3
+        return r
+
+    srv = scripted_server(responder)
+    ex = await _chat(srv.base_url, stream=stream, client_kw={"fast_transport": fast})
+    assert ex.ok and ex.retried_statuses == ([503, 0] if stream else [503])
+    assert ex.content == "ok" and ex.tool_calls[0].arguments == '{"city":"Oslo"}' and ex.wire_issues == []
+
+
+async def test_keep_alive_reuses_connections_and_survives_server_closing_idle_ones(scripted_server):
+    srv = scripted_server(lambda b, c: Reply.text("ok"))
+    async with EndpointClient(cfg(srv.base_url, concurrency=4), backoff_base=0.001) as c:
+        exs = await asyncio.gather(*(c.chat({"messages": [{"role": "user", "content": str(i)}]}) for i in range(40)))
+        assert all(e.ok for e in exs) and srv.connection_count <= 4
+        # the server drops every idle keep-alive connection; the next request must go out on a fresh one
+        srv._loop.call_soon_threadsafe(lambda: [w.transport.abort() for w in list(srv._writers)])
+        await asyncio.sleep(0.1)
+        ex = await c.chat({"messages": [{"role": "user", "content": "after close"}]})
+    assert ex.ok and ex.attempts == 1

@@ -326,6 +326,7 @@ class ScriptedServer:
         self.echo_auth_in_errors = echo_auth_in_errors
         self.port = port
         self.request_count = 0
+        self.connection_count = 0
         self.attempts: collections.Counter = collections.Counter()
         self.log: list[tuple[str, str, dict | None]] = []  # (method, path, body) per request
         self.keep_log = True
@@ -382,6 +383,7 @@ class ScriptedServer:
     # HTTP ------------------------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connection_count += 1
         try:
             while True:
                 try:
