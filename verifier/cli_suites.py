@@ -31,10 +31,11 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON inst
         typer.echo(json.dumps([r.model_dump() for r in rows], indent=2))
         return
     table = Table("name", "kind", "version", "cases", "content hash", "notes")
+    table.columns[0].no_wrap = True
     for r in rows:
         table.add_row(r.name, r.kind, r.version or "-", "-" if r.cases is None else str(r.cases),
-                      (r.content_hash or "-")[:16], r.error or r.description)
-    Console().print(table)
+                      (r.content_hash or "-")[:12], r.error or r.description)
+    Console(width=max(120, Console().width)).print(table)
 
 
 @import_app.command("bfcl")

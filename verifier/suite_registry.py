@@ -135,14 +135,16 @@ class SuiteInfo(BaseModel):
     error: str | None = None  # why the suite could not be loaded (e.g. its kind is not installed)
 
 
-def _extra_builtin_names(kind: str) -> list[str]:
-    """Names a kind module advertises itself (``BUILTIN_SUITES``), e.g. the logprob/cache suites."""
+def _extra_builtins(kind: str) -> list[tuple[str, str]]:
+    """(name, description) a kind module advertises itself in ``BUILTIN_SUITES`` (a dict or a list of names)."""
     try:
         mod = importlib.import_module(KIND_MODULES[kind][0])
     except ImportError:
         return []
     names = getattr(mod, "BUILTIN_SUITES", None) or []
-    return [n for n in (names.keys() if isinstance(names, dict) else names) if isinstance(n, str)]
+    if isinstance(names, dict):
+        return [(n, d if isinstance(d, str) else "") for n, d in names.items() if isinstance(n, str)]
+    return [(n, "") for n in names if isinstance(n, str)]
 
 
 def list_suites() -> list[SuiteInfo]:
@@ -150,7 +152,7 @@ def list_suites() -> list[SuiteInfo]:
     rows: list[SuiteInfo] = []
     names: list[tuple[str, str, str]] = [(b.name, b.kind, b.description) for b in BUILTINS.values()]
     for kind in ("logprob", "cache"):
-        names += [(n, kind, "") for n in _extra_builtin_names(kind) if n not in BUILTINS]
+        names += [(n, kind, d) for n, d in _extra_builtins(kind) if n not in BUILTINS]
     for name, kind, desc in names:
         try:
             _, suite = load_suite(name, {})
