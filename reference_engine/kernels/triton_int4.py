@@ -11,7 +11,8 @@ as even and odd columns instead, which is free (x is tiny and cached) and keeps 
 group spans a whole K block, the scale (and zero) is applied once per output and block rather than per weight.
 
 Split-K: decode matrices are often too small to occupy the GPU with one program per output block (Qwen2.5-0.5B's
-o_proj has 896 outputs), so K is cut into slices whose fp32 partials a tiny reduce kernel sums and casts.
+o_proj has 896 outputs), so K is cut into slices; each slice writes an fp32 partial and the last slice of a tile to
+finish (an atomic arrival counter) sums them and writes the output, all in the same launch.
 """
 from __future__ import annotations
 
@@ -23,11 +24,29 @@ from reference_engine.kernels.triton_common import check_device, dot_in_fp32, sm
 
 
 @triton.jit
+def _split_k_epilogue(acc, part_ptr, lock_ptr, out_ptr, offs, mask, pid_k, num_splits, stride_split):
+    """Store this slice's fp32 partial; the last slice to arrive (atomic counter) sums all of them into ``out``.
+
+    Fusing the reduction this way saves a kernel launch per projection, which matters at batch 1 where a decode step
+    is a long chain of microsecond-sized kernels.  The counter resets itself, so the buffer stays valid across calls
+    and inside CUDA graphs.
+    """
+    tl.store(part_ptr + pid_k * stride_split + offs, acc, mask=mask)
+    arrived = tl.atomic_add(lock_ptr, 1, sem="acq_rel")
+    if arrived == num_splits - 1:
+        total = tl.zeros_like(acc)
+        for sp in range(0, num_splits):
+            total += tl.load(part_ptr + sp * stride_split + offs, mask=mask, other=0.0, cache_modifier=".cg")
+        tl.store(out_ptr + offs, total, mask=mask)
+        tl.atomic_xchg(lock_ptr, 0)
+
+
+@triton.jit
 def _int4_gemv_kernel(
-    x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, N, K, k_per_split,
+    x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, part_ptr, lock_ptr, N, K, k_per_split, num_splits,
     stride_qn, stride_sn, stride_zn, stride_osplit,
     GROUP: tl.constexpr, HAS_ZEROS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    SCALE_PER_BLOCK: tl.constexpr,
+    SCALE_PER_BLOCK: tl.constexpr, SPLIT: tl.constexpr,
 ):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -64,15 +83,18 @@ def _int4_gemv_kernel(
             else:
                 z = 8.0
             acc += tl.sum(s * ((lo - z) * xe[None, :] + (hi - z) * xo[None, :]), 1)
-    tl.store(out_ptr + pid_k * stride_osplit + n, acc, mask=nmask)
+    if SPLIT:
+        _split_k_epilogue(acc, part_ptr, lock_ptr + pid_n, out_ptr, n, nmask, pid_k, num_splits, stride_osplit)
+    else:
+        tl.store(out_ptr + n, acc, mask=nmask)
 
 
 @triton.jit
 def _int4_gemm_kernel(
-    x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, M, N, K, k_per_split,
+    x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, part_ptr, lock_ptr, M, N, K, k_per_split, num_splits,
     stride_xm, stride_qn, stride_sn, stride_zn, stride_osplit, stride_om,
     GROUP: tl.constexpr, HAS_ZEROS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, SCALE_PER_BLOCK: tl.constexpr, DOT_FP32: tl.constexpr,
+    BLOCK_K: tl.constexpr, SCALE_PER_BLOCK: tl.constexpr, DOT_FP32: tl.constexpr, SPLIT: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -123,19 +145,26 @@ def _int4_gemm_kernel(
             acc += part * s[None, :]
         else:
             acc += part
-    optrs = out_ptr + pid_k * stride_osplit + m64[:, None] * stride_om + n[None, :]
-    tl.store(optrs, acc, mask=mmask[:, None] & nmask[None, :])
+    offs = m64[:, None] * stride_om + n[None, :]
+    omask = mmask[:, None] & nmask[None, :]
+    if SPLIT:
+        lock = lock_ptr + pid_m * tl.num_programs(1) + pid_n
+        _split_k_epilogue(acc, part_ptr, lock, out_ptr, offs, omask, pid_k, num_splits, stride_osplit)
+    else:
+        tl.store(out_ptr + offs, acc, mask=omask)
 
 
-@triton.jit
-def _split_sum_kernel(part_ptr, out_ptr, numel, splits, stride_split, BLOCK: tl.constexpr):
-    """out[i] = sum over splits of part[split, i], cast to out's dtype (one launch for the whole split-K epilogue)."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = i < numel
-    acc = tl.zeros([BLOCK], tl.float32)
-    for s in range(0, splits):
-        acc += tl.load(part_ptr + s * stride_split + i, mask=mask, other=0.0)
-    tl.store(out_ptr + i, acc, mask=mask)
+_LOCKS: dict[torch.device, torch.Tensor] = {}
+
+
+def _locks(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed arrival counters for the fused split-K epilogue, one per output tile, kept per device and reused
+    (each kernel leaves them at zero).  Grown only outside CUDA-graph capture in practice: warm-up calls come first."""
+    buf = _LOCKS.get(device)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _LOCKS[device] = buf
+    return buf
 
 
 def _block_k(group_size: int, K: int, default: int) -> tuple[int, bool]:
@@ -195,22 +224,25 @@ def int4_linear_impl(
     splits = split_k or _split_k(grid_mn, K, BLOCK_K, x.device)
     k_per_split = triton.cdiv(triton.cdiv(K, splits), BLOCK_K) * BLOCK_K
     splits = triton.cdiv(K, k_per_split)
-    target = out if splits == 1 else torch.empty(splits, M, N, dtype=torch.float32, device=x.device)
-    stride_split = 0 if splits == 1 else target.stride(0)
+    split = splits > 1
+    part = torch.empty(splits, M, N, dtype=torch.float32, device=x.device) if split else out
+    stride_split = part.stride(0) if split else 0
     if gemv:
-        _int4_gemv_kernel[(triton.cdiv(N, BLOCK_N), splits)](
-            x, qweight, scales, z, target, N, K, k_per_split,
+        grid = (triton.cdiv(N, BLOCK_N), splits)
+        locks = _locks(x.device, grid[0]) if split else out
+        _int4_gemv_kernel[grid](
+            x, qweight, scales, z, out, part, locks, N, K, k_per_split, splits,
             qweight.stride(0), scales.stride(0), szn, stride_split,
             GROUP=group_size, HAS_ZEROS=has_zeros, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SCALE_PER_BLOCK=per_block,
+            SPLIT=split,
         )
     else:
-        _int4_gemm_kernel[(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), splits)](
-            x, qweight, scales, z, target, M, N, K, k_per_split,
+        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), splits)
+        locks = _locks(x.device, grid[0] * grid[1]) if split else out
+        _int4_gemm_kernel[grid](
+            x, qweight, scales, z, out, part, locks, M, N, K, k_per_split, splits,
             x.stride(0), qweight.stride(0), scales.stride(0), szn, stride_split, N,
             GROUP=group_size, HAS_ZEROS=has_zeros, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-            SCALE_PER_BLOCK=per_block, DOT_FP32=dot_in_fp32(x),
+            SCALE_PER_BLOCK=per_block, DOT_FP32=dot_in_fp32(x), SPLIT=split,
         )
-    if splits > 1:
-        BLOCK = 1024
-        _split_sum_kernel[(triton.cdiv(M * N, BLOCK),)](target, out, M * N, splits, stride_split, BLOCK=BLOCK)
     return out
