@@ -6,8 +6,10 @@ exchange twice) -> ``score`` (delegates to :mod:`verifier.toolcall_scoring`).
 
 Variants: a suite may ask for each case to run both streamed and non-streamed (``toolcall-schemas`` does;
 any suite can via ``options["variants"] = "both"``), because streaming-only tool-call bugs are a known
-failure class and the two must be comparable side by side. Otherwise each case runs once per repeat
-with the line's own ``stream`` value or, failing that, the endpoint's default.
+failure class and the two must be comparable side by side. Otherwise each case runs once per repeat,
+streamed or not as ``--stream/--no-stream`` says, else as the line's own ``stream`` value says, else as
+the endpoint's configuration says. An explicit ``--stream/--no-stream`` also narrows a both-ways suite to
+that one variant.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ToolcallSuite(LoadedSuite):
     """A loaded tool-call suite plus how to run it (variants to send for each case)."""
 
     variants: tuple[str | None, ...] = (None,)
+    stream_override: bool | None = None  # --stream/--no-stream: beats a line's own "stream"
     limit: int | None = None
     total_cases: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
@@ -74,8 +77,14 @@ def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: s
         manifest = manifest.model_copy(update={
             "case_count": len(cases), "content_hash": content_hash(cases),
             "source": f"{manifest.source} (first {len(cases)} of {len(base.cases)} cases)"})
-    return ToolcallSuite(manifest=manifest, cases=cases, problems=base.problems,
-                         variants=_variants(options, default_variants), limit=limit, total_cases=len(base.cases))
+    stream = options.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ValueError(f"option stream: expected true or false, got {stream!r}")
+    variants = _variants(options, default_variants)
+    if stream is not None and "variants" not in options and variants == BOTH_VARIANTS:
+        variants = ("stream",) if stream else ("nonstream",)  # an explicit --stream/--no-stream wins
+    return ToolcallSuite(manifest=manifest, cases=cases, problems=base.problems, variants=variants,
+                         stream_override=stream, limit=limit, total_cases=len(base.cases))
 
 
 class ToolcallKind:
@@ -123,7 +132,10 @@ class ToolcallKind:
         await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
 
     async def _one(self, suite: ToolcallSuite, ctx: Any, endpoint: str, case: Any, repeat: int, variant: str | None) -> None:
-        stream = True if variant == "stream" else False if variant == "nonstream" else case.stream
+        if variant is not None:
+            stream: bool | None = variant == "stream"
+        else:
+            stream = suite.stream_override if suite.stream_override is not None else case.stream
         ex = await ctx.clients[endpoint].chat(case.body, stream=stream)
         record = ExchangeRecord(
             **ex.model_dump(), kind="toolcall", suite=suite.manifest.name, case_id=case.id, repeat=repeat,

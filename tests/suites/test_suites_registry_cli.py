@@ -106,3 +106,16 @@ def test_import_bfcl_bad_entries_name_file_line(tmp_path: Path) -> None:
     assert f"{q}:4: not JSON" in res.output and f"{q}:5: function[0].parameters.type: unknown BFCL type 'quaternion'" in res.output
     strict = runner.invoke(app, ["import", "bfcl", str(q), "--strict", "--out", str(tmp_path / "o2.jsonl")])
     assert strict.exit_code == 2 and f"{q}:4:" in strict.output and not (tmp_path / "o2.jsonl").exists()
+
+
+def test_run_options_limit_variants_stream() -> None:
+    _, both = suite_registry.load_suite("toolcall-schemas", {"limit": 3})
+    assert both.variants == ("nonstream", "stream")
+    _, forced = suite_registry.load_suite("toolcall-schemas", {"limit": 3, "stream": False})
+    assert forced.variants == ("nonstream",)
+    _, core = suite_registry.load_suite("toolcall-core", {"limit": 3, "stream": True, "variants": "both"})
+    assert core.variants == ("nonstream", "stream") and core.stream_override is True
+    with pytest.raises(ValueError, match="option limit"):
+        suite_registry.load_suite("toolcall-core", {"limit": "many"})
+    with pytest.raises(ValueError, match="option variants"):
+        suite_registry.load_suite("toolcall-core", {"variants": "sideways"})
