@@ -71,6 +71,7 @@ class LoadedCacheSuite:
     manifest: SuiteManifest
     cases: list[Session]
     problems: list[InputProblem] = field(default_factory=list)
+    tokenizer_dir: str | None = None  # --option tokenizer=DIR: count prompts locally (token accounting)
 
 
 def load_sessions(path: Path, *, strict: bool = False) -> tuple[list[Session], list[InputProblem]]:
@@ -264,7 +265,10 @@ class CacheKind:
         man = SuiteManifest(name=name, version="1", kind="cache", case_count=len(sessions),
                             content_hash=hashlib.sha256(canon.encode()).hexdigest(),
                             source=f"builtin:{ref}" if ref in BUILTIN_SUITES else str(path), skipped_lines=len(problems))
-        return LoadedCacheSuite(manifest=man, cases=sessions, problems=problems)
+        tok = options.get("tokenizer")
+        if tok and not (Path(tok) / "tokenizer.json").is_file():
+            raise FileNotFoundError(f"--option tokenizer={tok}: no tokenizer.json in that folder")
+        return LoadedCacheSuite(manifest=man, cases=sessions, problems=problems, tokenizer_dir=tok)
 
     def planned_exchanges(self, suite: LoadedCacheSuite, ctx: Any) -> int:
         return len(ctx.endpoints) * sum(len(s.turns) for s in suite.cases)
@@ -311,8 +315,38 @@ class CacheKind:
                                                                        test="paired_session_bootstrap")
             elif f.bound.value is not None:
                 res.metrics["cache_bound"] = f.bound
+            self._accounting(suite, records, ep, res)
             out.append(res)
         return out
+
+    def _accounting(self, suite: LoadedCacheSuite, records: list[ExchangeRecord], ep: str,
+                    res: EndpointSuiteResult) -> None:
+        """Prompt-token accounting where the tokenizer is known (the shipped model, or --option tokenizer=DIR)."""
+        from verifier.token_accounting import TokenizerUnavailable, compare_counts, note, tokenizer_for
+
+        mine = [r for r in records if r.kind == "cache" and r.endpoint == ep and r.ok and r.usage.prompt_tokens is not None]
+        if not mine:
+            return
+        model = next((r.response.get("model") for r in mine if isinstance(r.response, dict)), None)
+        try:
+            tok = tokenizer_for(model, suite.tokenizer_dir)
+        except TokenizerUnavailable as e:
+            res.notes.append(f"token accounting skipped: {e}")
+            return
+        if tok is None:
+            return
+        sessions = {s.id: s for s in suite.cases}
+        pairs = []
+        for r in mine:
+            s = sessions.get(r.case_id)
+            if s is not None and r.step is not None and r.step < len(s.turns):
+                pairs.append((int(r.usage.prompt_tokens), tok.count_chat(s.messages(int(r.step)))))
+        summary = compare_counts(pairs)
+        res.metrics.update(summary.metrics())
+        res.extra["token_accounting"] = summary.model_dump()
+        line = note(summary)
+        if line:
+            res.notes.append(line)
 
 
 CACHE_KIND = CacheKind()

@@ -100,3 +100,48 @@ def test_bad_session_line(tmp_path: Path) -> None:
     assert suite.problems[0].line == 1 and "turns" in suite.problems[0].message
     with pytest.raises(ValueError, match=r"s.jsonl:1: turns"):
         CACHE_KIND.load(str(p), {"strict": True})
+
+
+def test_compare_counts_classes() -> None:
+    from verifier.token_accounting import compare_counts, note
+
+    s = compare_counts([(10, 10), (12, 10), (13, 10), (20, 10), (9, 10)])
+    assert (s.n, s.exact, s.within_tolerance, s.over, s.under) == (5, 1, 2, 1, 1)
+    assert s.metrics()["prompt_tokens_accepted"].value == pytest.approx(3 / 5)
+    assert s.metrics()["prompt_tokens_accepted"].n == 5
+    assert "over-counted on 1/5" in note(s)
+
+
+def test_token_accounting_against_scripted_overcount(tmp_path: Path) -> None:
+    """A server that bills 5 tokens more than the rendered prompt has is caught as over-counting."""
+    tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
+    from verifier.token_accounting import LocalTokenizer
+
+    tok_dir = tmp_path / "tok"
+    tok_dir.mkdir()
+    tiny.build_tokenizer(tok_dir)
+    local = LocalTokenizer(tok_dir)
+
+    def responder(body: dict, ctx) -> Reply:
+        n = local.count_chat(body["messages"])
+        return Reply(content="ok", usage={"prompt_tokens": n + 5, "completion_tokens": 1,
+                                          "prompt_tokens_details": {"cached_tokens": 0}})
+
+    suite = CACHE_KIND.load("cache-smoke", {"tokenizer": str(tok_dir), "limit": 2})
+    with ScriptedServer(responder) as srv:
+        store = RecordStore(tmp_path / "records.jsonl")
+
+        async def go() -> None:
+            async with EndpointClient(EndpointConfig(name="p", base_url=srv.base_url, model="scripted-model")) as c:
+                await CACHE_KIND.run(suite, RunContext(run_dir=tmp_path, store=store, clients={"p": c}, reference="p",
+                                                       candidates=[], repeats=1, seed=0,
+                                                       progress=Progress(display=False), options={}))
+        asyncio.run(go())
+        records = store.read()
+        store.close()
+    res = CACHE_KIND.score(suite, records, "p", ["p"])[0]
+    acc = res.extra["token_accounting"]
+    assert acc["n"] == len(records) and acc["over"] == acc["n"] and acc["diff_mean"] == 5
+    assert res.metrics["prompt_tokens_accepted"].value == 0.0
+    with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
+        CACHE_KIND.load("cache-smoke", {"tokenizer": str(tmp_path)})

@@ -83,10 +83,13 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("prefix_cache", [True, False])
 def test_cache_on_engine(checkpoint: Path, tmp_path: Path, prefix_cache: bool) -> None:
-    suite = CACHE_KIND.load("cache-smoke", {"limit": 4})
+    suite = CACHE_KIND.load("cache-smoke", {"limit": 4, "tokenizer": str(checkpoint)})
     with launch.start_server(checkpoint, prefix_cache=prefix_cache) as srv:
         res = asyncio.run(_run_kind(CACHE_KIND, suite, tmp_path, {"engine": srv.base_url}, False))
     r = res["engine"]
+    # the engine bills exactly the tokens of the rendered prompt
+    acc = r.extra["token_accounting"]
+    assert acc["n"] == 16 and acc["exact"] == 16
     if prefix_cache:
         assert r.extra["cache_class"] in ("near_bound", "partial")
         assert r.metrics["cache_hit_rate"].value > 0.3
