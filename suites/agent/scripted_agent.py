@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--model", default="oracle-agent")
     args = ap.parse_args()
     cases = builtin_suite("agent-long")
-    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, seed=args.seed), models=[args.model])
+    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, seed=args.seed), models=[args.model], port=args.port)
     srv.keep_log = False
     srv.start()
     print(f"serving {args.model} on {srv.base_url} (error rate {args.error_rate})", flush=True)

@@ -142,3 +142,13 @@ def test_options_are_validated() -> None:
     with pytest.raises(ValueError, match="no scenario has horizon"):
         AGENT_KIND.load("agent-smoke", {"horizon": [500]})
     assert AGENT_KIND.load("agent-long", {"horizon": 25, "limit": 2}).manifest.case_count == 2
+
+
+def test_registry_resolves_agent_suites_to_this_kind(tmp_path: Path) -> None:
+    from verifier.suite_registry import load_suite
+
+    kind, suite = load_suite("agent-smoke", {"trials": 2})
+    assert kind is AGENT_KIND and suite.manifest.name == "agent-smoke" and suite.manifest.source == "builtin"
+    path = write_specs(tmp_path / "mine.jsonl", [{"env": "ledger", "horizon": 12, "seed": 4}])
+    kind, suite = load_suite(f"agent:{path}", {})
+    assert kind is AGENT_KIND and suite.manifest.name == "mine" and suite.cases[0].id == "ledger-h12-s4"
