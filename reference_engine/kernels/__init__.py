@@ -14,6 +14,7 @@ import torch
 from reference_engine.kernels import torch_ops
 from reference_engine.kernels.torch_ops import check_tags, gather_kv  # noqa: F401  (engine helpers, torch only)
 
+_FORCED = os.environ.get("REFERENCE_ENGINE_KERNELS", "").strip().lower()   # read at import; tests may set it earlier
 _triton: ModuleType | None = None
 _triton_failed = False
 
@@ -31,6 +32,8 @@ def _triton_ops() -> ModuleType | None:
 
 
 def backend_for(t: torch.Tensor) -> ModuleType:
+    if t.device.type == "cpu" and not _FORCED:         # the hot CPU path: no environment lookups per op
+        return torch_ops
     forced = os.environ.get("REFERENCE_ENGINE_KERNELS", "").strip().lower()
     if forced == "torch":
         return torch_ops
@@ -45,7 +48,12 @@ def backend_for(t: torch.Tensor) -> ModuleType:
 
 def paged_decode_attention(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, page_tags, expected_tags,
                            scale: float):
-    return backend_for(q).paged_decode_attention(
+    backend = backend_for(q)
+    if page_tags is None and backend is not torch_ops:
+        # check switched off (benchmark of its cost): the Triton kernel always checks, so give it tags that match
+        page_tags = torch.zeros(k_pages.shape[0], dtype=torch.int64, device=q.device)
+        expected_tags = torch.zeros(block_tables.shape, dtype=torch.int64, device=q.device)
+    return backend.paged_decode_attention(
         q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, page_tags, expected_tags, scale
     )
 
