@@ -54,8 +54,8 @@ def _ints(values: list[str] | None, flag: str) -> list[int] | None:
 @app.command()
 def run(
     suite: Optional[list[str]] = typer.Option(None, "--suite", "-s", help="Suite path or built-in name (repeatable)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="Reference endpoint: [name=]URL or builtin:..."),
-    endpoint: Optional[list[str]] = typer.Option(None, "--endpoint", "-e", help="Candidate endpoint [name=]URL (repeatable)."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="Reference endpoint: \\[name=]URL or builtin:..."),
+    endpoint: Optional[list[str]] = typer.Option(None, "--endpoint", "-e", help="Candidate endpoint \\[name=]URL (repeatable)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model id for URL endpoints (default: first of GET /models)."),
     api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML endpoints file."),
