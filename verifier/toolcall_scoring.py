@@ -28,6 +28,7 @@ from datetime import date, datetime
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import numpy as np
+from scipy import stats as _sst
 from jsonschema import FormatChecker
 from jsonschema.validators import validator_for
 
@@ -275,7 +276,20 @@ def _latency_metrics(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict
     return metrics, {"latency_n": len(lat), "ttft_n": len(ttft)}
 
 
-def _paired_comparison(metric: str, a: list[bool], b: list[bool]) -> Comparison:
+def _paired_comparison(metric: str, a: list[bool], b: list[bool], clusters: Sequence[Hashable] | None = None) -> Comparison:
+    """b - a on paired booleans: Newcombe interval + exact McNemar when pairs are independent; with repeats
+    (a case appearing more than once) a cluster-robust interval and t test over cases instead, because
+    repeats of one case are correlated and McNemar would overstate the evidence."""
+    if clusters is not None and len(set(clusters)) < len(clusters) and len(set(clusters)) >= 2:
+        iv = stats.cluster_robust_diff([float(x) for x in a], [float(x) for x in b], clusters)
+        g = len(set(clusters))
+        tcrit = float(_sst.t.ppf(0.975, df=g - 1))
+        se = (iv.high - iv.value) / tcrit if iv.high is not None else 0.0
+        if se > 0:
+            p = float(2 * _sst.t.sf(abs(iv.value) / se, df=g - 1))
+        else:
+            p = 1.0 if iv.value == 0 else 0.0
+        return Comparison(metric=metric, difference=iv, p_value=p, test="cluster_robust")
     return Comparison(metric=metric, difference=stats.newcombe_paired_diff(a, b), p_value=stats.mcnemar(a, b),
                       test="mcnemar")
 
@@ -402,12 +416,13 @@ def _variant_block(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict[s
     for o in outcomes:
         if o.record.variant in ("stream", "nonstream"):
             by_key[(o.record.case_id, o.record.repeat)][o.record.variant] = o
-    a, b = [], []
-    for pair in by_key.values():
+    a, b, ids = [], [], []
+    for (case_id, _), pair in by_key.items():
         if len(pair) == 2:
             a.append(pair["nonstream"].ok and pair["nonstream"].all_valid)
             b.append(pair["stream"].ok and pair["stream"].all_valid)
-    comps = {"stream_vs_nonstream_valid": _paired_comparison("stream_vs_nonstream_valid", a, b)} if a else {}
+            ids.append(case_id)
+    comps = {"stream_vs_nonstream_valid": _paired_comparison("stream_vs_nonstream_valid", a, b, ids)} if a else {}
     return metrics, comps, side
 
 
@@ -511,17 +526,22 @@ def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index:
     res.metrics["args_exact_agreement"] = stats.rate(exact)
     res.metrics["args_bfcl_agreement"] = stats.rate(bfcl)
 
-    # Paired differences, candidate minus reference, on the same cases.
-    res.comparisons["error_rate"] = _paired_comparison("error_rate", [not a.ok for a, _ in pairs], [not b.ok for _, b in pairs])
+    # Paired differences, candidate minus reference, on the same cases. "schema_accuracy" here is per
+    # exchange (every call in the reply valid), the unit that pairs across endpoints.
+    ids_all = [b.record.case_id for _, b in pairs]
+    ids_ok = [b.record.case_id for _, b in both_ok]
+    res.comparisons["error_rate"] = _paired_comparison(
+        "error_rate", [not a.ok for a, _ in pairs], [not b.ok for _, b in pairs], ids_all)
     res.comparisons["trigger_rate"] = _paired_comparison(
-        "trigger_rate", [a.triggered for a, _ in both_ok], [b.triggered for _, b in both_ok])
+        "trigger_rate", [a.triggered for a, _ in both_ok], [b.triggered for _, b in both_ok], ids_ok)
     res.comparisons["schema_accuracy"] = _paired_comparison(
-        "schema_accuracy", [a.all_valid for a, _ in both_ok], [b.all_valid for _, b in both_ok])
+        "schema_accuracy", [a.all_valid for a, _ in both_ok], [b.all_valid for _, b in both_ok], ids_ok)
     with_exp = [(a, b, cases[b.record.case_id]) for a, b in pairs
                 if b.record.case_id in cases and cases[b.record.case_id].has_expected]
     if with_exp:
         res.comparisons["expected_case_accuracy"] = _paired_comparison(
-            "expected_case_accuracy", [_case_correct(a, c) for a, _, c in with_exp], [_case_correct(b, c) for _, b, c in with_exp])
+            "expected_case_accuracy", [_case_correct(a, c) for a, _, c in with_exp],
+            [_case_correct(b, c) for _, b, c in with_exp], [c.id for _, _, c in with_exp])
     lat_a = [a.record.latency_s for a, b in both_ok if a.record.latency_s is not None and b.record.latency_s is not None]
     lat_b = [b.record.latency_s for a, b in both_ok if a.record.latency_s is not None and b.record.latency_s is not None]
     if len(lat_a) > 1:

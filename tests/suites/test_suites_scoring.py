@@ -163,3 +163,19 @@ def test_argument_equivalences() -> None:
     assert not args_bfcl_equal({"a": [1, 2]}, {"a": [2, 1]})
     assert not args_bfcl_equal({"a": 1}, {"a": 1, "b": None})
     assert args_exact_equal(json.loads('{"b": 1, "a": [1]}'), {"a": [1], "b": 1})
+
+
+def test_comparisons_with_repeats_use_cluster_robust_test() -> None:
+    cases = [case(f"k{i}", call("Oslo")) for i in range(6)]
+    recs = []
+    for i in range(6):
+        for rep in (0, 1):
+            recs.append(rec("ref", f"k{i}", args='{"city":"Oslo"}', repeat=rep))
+            bad = i < 3  # the candidate breaks the same 3 cases on both repeats
+            recs.append(rec("cand", f"k{i}", args='{"city": 1}' if bad else '{"city":"Oslo"}', repeat=rep))
+    res = {r.endpoint: r for r in score_toolcall("s", cases, recs, "ref", ["ref", "cand"])}
+    comp = res["cand"].comparisons["schema_accuracy"]
+    assert comp.test == "cluster_robust" and comp.difference.n == 12
+    assert comp.difference.value == pytest.approx(-0.5)
+    # d per case = -1 (3 cases) or 0 (3 cases), each twice: CR1 se = sqrt(6/5 * 6 * 1 / 144) = 0.22361, df 5
+    assert comp.difference.high - comp.difference.value == pytest.approx(2.570582 * 0.2236068, abs=1e-5)
