@@ -30,6 +30,7 @@ __all__ = [
     "paired_bootstrap_diff",
     "percentiles",
     "cluster_robust_diff",
+    "cluster_robust_p",
     "rate",
 ]
 
@@ -282,3 +283,30 @@ def cluster_robust_diff(
     se = math.sqrt(var)
     t = float(_sst.t.ppf(1.0 - (1.0 - confidence) / 2.0, df=g - 1))
     return Interval(value=mean, low=mean - t * se, high=mean + t * se, n=n, method="cluster_robust")
+
+
+def cluster_robust_p(
+    values_a: Sequence[float],
+    values_b: Sequence[float],
+    clusters: Sequence[Hashable],
+) -> float | None:
+    """Two-sided p-value of the CR1 t test that mean(b - a) = 0 (the test behind :func:`cluster_robust_diff`).
+
+    ``None`` with fewer than two clusters; with zero spread, 1.0 for a zero mean and 0.0 otherwise.
+    """
+    a = _as_float_array(values_a, "cluster_robust_p a")
+    b = _as_float_array(values_b, "cluster_robust_p b")
+    if a.size != b.size:
+        raise ValueError(f"paired samples differ in length: {a.size} vs {b.size}")
+    if a.size == 0:
+        return None
+    d = b - a
+    mean = float(d.mean())
+    codes, g = _cluster_codes(clusters, int(d.size))
+    if g < 2:
+        return None
+    resid_sums = np.bincount(codes, weights=d - mean, minlength=g)
+    se = math.sqrt((g / (g - 1)) * float(np.sum(resid_sums**2)) / (d.size * d.size))
+    if se == 0.0:
+        return 1.0 if mean == 0.0 else 0.0
+    return float(2.0 * _sst.t.sf(abs(mean) / se, df=g - 1))

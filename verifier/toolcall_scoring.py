@@ -28,7 +28,6 @@ from datetime import date, datetime
 from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import numpy as np
-from scipy import stats as _sst
 from jsonschema import FormatChecker
 from jsonschema.validators import validator_for
 
@@ -281,15 +280,9 @@ def _paired_comparison(metric: str, a: list[bool], b: list[bool], clusters: Sequ
     (a case appearing more than once) a cluster-robust interval and t test over cases instead, because
     repeats of one case are correlated and McNemar would overstate the evidence."""
     if clusters is not None and len(set(clusters)) < len(clusters) and len(set(clusters)) >= 2:
-        iv = stats.cluster_robust_diff([float(x) for x in a], [float(x) for x in b], clusters)
-        g = len(set(clusters))
-        tcrit = float(_sst.t.ppf(0.975, df=g - 1))
-        se = (iv.high - iv.value) / tcrit if iv.high is not None else 0.0
-        if se > 0:
-            p = float(2 * _sst.t.sf(abs(iv.value) / se, df=g - 1))
-        else:
-            p = 1.0 if iv.value == 0 else 0.0
-        return Comparison(metric=metric, difference=iv, p_value=p, test="cluster_robust")
+        fa, fb = [float(x) for x in a], [float(x) for x in b]
+        return Comparison(metric=metric, difference=stats.cluster_robust_diff(fa, fb, clusters),
+                          p_value=stats.cluster_robust_p(fa, fb, clusters), test="cluster_robust")
     return Comparison(metric=metric, difference=stats.newcombe_paired_diff(a, b), p_value=stats.mcnemar(a, b),
                       test="mcnemar")
 

@@ -132,3 +132,10 @@ def test_paired_bootstrap_diff_sign() -> None:
     iv = stats.paired_bootstrap_diff([1.0] * 50, [1.5] * 25 + [2.5] * 25)
     assert iv.value == pytest.approx(1.0)
     assert iv.low > 0.5
+
+
+def test_cluster_robust_p_matches_t_test() -> None:
+    # d = [1, 2, 3, 4] in clusters {1,2}, {3,4}: t = 2.5 / 1 on 1 df -> p = 2 * sf(2.5, 1) = 0.24223
+    assert stats.cluster_robust_p([0, 0, 0, 0], [1, 2, 3, 4], [1, 1, 2, 2]) == pytest.approx(0.2422, abs=1e-4)
+    assert stats.cluster_robust_p([0, 0], [0, 0], ["a", "b"]) == 1.0
+    assert stats.cluster_robust_p([0, 0], [1, 1], ["a", "a"]) is None
