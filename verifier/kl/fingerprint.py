@@ -95,10 +95,25 @@ def match(candidate: KLProfile, library: ProfileLibrary | None, *, suite_hash: s
                        reason=None if verdict != "unknown" else f"closest profile '{best}' is {dist:.2f} decades away")
 
 
-def load_library(path: Path = PROFILES_FILE) -> ProfileLibrary | None:
+class ProfileFile(BaseModel):
+    """``profiles.json``: one library per suite name (profiles depend on the prompts)."""
+
+    libraries: dict[str, ProfileLibrary] = Field(default_factory=dict)
+
+
+def load_library(suite: str, path: Path = PROFILES_FILE) -> ProfileLibrary | None:
     if not path.is_file():
         return None
-    return ProfileLibrary.model_validate_json(path.read_text())
+    try:
+        return ProfileFile.model_validate_json(path.read_text()).libraries.get(suite)
+    except ValueError as e:
+        raise ValueError(f"{path}: not a profile file ({str(e).splitlines()[0]})") from None
+
+
+def save_library(lib: ProfileLibrary, path: Path = PROFILES_FILE) -> None:
+    pf = ProfileFile.model_validate_json(path.read_text()) if path.is_file() else ProfileFile()
+    pf.libraries[lib.suite] = lib
+    path.write_text(pf.model_dump_json(indent=2) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -115,7 +130,7 @@ VARIANTS = {
 
 
 def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | None = None,
-                  run_dir: Path | None = None) -> ProfileLibrary:
+                  run_dir: Path | None = None, options: dict | None = None) -> ProfileLibrary:
     """Run ``suite`` with the BF16 engine as reference and every variant (plus a second BF16) as candidates."""
     from verifier.endpoints import from_flags
     from verifier.runner import RunSettings, execute_run
@@ -125,7 +140,7 @@ def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | 
 
     eps = from_flags(f"reference={url('')}", [f"{name}={url(opts)}" for name, opts in VARIANTS.items()])
     outcome = execute_run(RunSettings(suites=[suite], endpoints=eps, out=run_dir, history=False, render=False,
-                                      display_progress=False))
+                                      display_progress=False, options=dict(options or {})))
     man = outcome.summary.suites[0]
     lib = ProfileLibrary(model=model, suite=man.name, suite_hash=man.content_hash)
     for r in outcome.summary.results:
@@ -133,7 +148,7 @@ def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | 
             continue
         lib.profiles[r.endpoint] = KLProfile.model_validate(r.extra["profile"])
     if out is not None:
-        out.write_text(lib.model_dump_json(indent=2) + "\n")
+        save_library(lib, out)
     return lib
 
 

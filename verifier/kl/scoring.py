@@ -165,7 +165,14 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
     case_ids = [c.id for c in suite.cases]
     probes = {ep: ProbeResult.model_validate(r.extra["probe"]) for (ep, cid, v), r in recs.items()
               if v == "probe" and "probe" in r.extra}
-    library = load_library()
+    try:
+        from pathlib import Path
+
+        from verifier.kl.fingerprint import PROFILES_FILE
+
+        library = load_library(name, Path(suite.profiles_path) if getattr(suite, 'profiles_path', None) else PROFILES_FILE)
+    except ValueError:
+        library = None
     results: list[EndpointSuiteResult] = []
     for ep in endpoints:
         probe = probes.get(ep)

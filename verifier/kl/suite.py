@@ -75,6 +75,7 @@ class LoadedLogprobSuite:
     manifest: SuiteManifest
     cases: list[LogprobCase]
     problems: list[InputProblem] = field(default_factory=list)
+    profiles_path: str | None = None  # --option kl_profiles=FILE: fingerprint library (default suites/logprob/profiles.json)
 
 
 def load_cases(path: Path, *, strict: bool = False) -> tuple[list[LogprobCase], list[InputProblem]]:
@@ -173,7 +174,8 @@ class LogprobKind:
         limit = options.get("limit")
         if limit:
             cases = cases[: int(limit)]
-        return LoadedLogprobSuite(manifest=_manifest(name, cases, source, len(problems)), cases=cases, problems=problems)
+        return LoadedLogprobSuite(manifest=_manifest(name, cases, source, len(problems)), cases=cases, problems=problems,
+                                  profiles_path=options.get("kl_profiles"))
 
     def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: Any) -> int:
         return len(ctx.endpoints) * (1 + 3 * len(suite.cases))
