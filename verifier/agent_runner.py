@@ -18,8 +18,9 @@ restarts from scratch as a new *attempt* (``extra.attempt``; ``variant`` = ``att
 unique in the append-only store); scoring uses the finished attempt.
 
 Context management (so long horizons work on small-context models): the system prompt and the goal are always
-kept; when ``window_tokens`` is set, the oldest turns (an assistant message with its tool results, dropped
-together) are removed until the estimated prompt fits, always keeping the latest turn. Prompt size is estimated
+kept; when ``window_tokens`` is set and the estimated prompt exceeds it, the oldest turns (an assistant message
+with its tool results, dropped together) are removed until the estimate is under 70% of the window (so the
+prefix then stays stable for a few steps and prefix caches keep hitting), always keeping the latest turn. Prompt size is estimated
 from characters, calibrated by the ``usage.prompt_tokens`` the endpoint reported for the previous request (4 chars
 per token before the first report). With ``on_context_error="trim"`` (default) an endpoint's "context length
 exceeded" error sets the window (to 90% of the stated context length minus ``max_tokens`` when the message states
@@ -50,6 +51,7 @@ from verifier.summary_model import EndpointSuiteResult
 
 BUILTIN = ("agent-smoke", "agent-long")
 DEFAULT_CHARS_PER_TOKEN = 4.0
+TRIM_TO = 0.7  # when the window overflows, trim to this share of it (hysteresis: stable prefixes for caching)
 _CONTEXT_ERROR = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long|too long|"
     r"exceeds? (the )?(model'?s? )?(max|maximum|context)|max_model_len|context_length_exceeded",
@@ -181,11 +183,16 @@ class Conversation:
             self.chars_per_token = chars / prompt_tokens
 
     def trim(self, window_tokens: int | None) -> int:
-        """Drop oldest turns until the estimate fits ``window_tokens`` (keeps the last turn); returns drops."""
-        if window_tokens is None:
+        """When over ``window_tokens``, drop oldest turns down to ``TRIM_TO`` of it (keeps the last turn).
+
+        Trimming in chunks rather than one turn per step keeps the prompt prefix stable for several steps, so
+        prefix caches (the built-in engine's, providers') keep hitting. Returns the number of turns dropped.
+        """
+        if window_tokens is None or self.estimate_tokens() <= window_tokens:
             return 0
         dropped = 0
-        while len(self.turns) > 1 and self.estimate_tokens() > window_tokens:
+        target = int(window_tokens * TRIM_TO)
+        while len(self.turns) > 1 and self.estimate_tokens() > target:
             self.turns.pop(0)
             self.turn_chars.pop(0)
             dropped += 1

@@ -152,3 +152,40 @@ def test_registry_resolves_agent_suites_to_this_kind(tmp_path: Path) -> None:
     path = write_specs(tmp_path / "mine.jsonl", [{"env": "ledger", "horizon": 12, "seed": 4}])
     kind, suite = load_suite(f"agent:{path}", {})
     assert kind is AGENT_KIND and suite.manifest.name == "mine" and suite.cases[0].id == "ledger-h12-s4"
+
+
+def test_conversation_trimming_keeps_head_and_latest_turn_with_hysteresis() -> None:
+    from verifier.agent_runner import TRIM_TO, Conversation
+
+    s = scenario("tickets", 10)
+    conv = Conversation(s, s.make_env().tools())
+    for i in range(30):
+        conv.add_turn([{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "queue_size", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 200}])
+    full = conv.estimate_tokens()
+    assert conv.trim(full) == 0 and conv.trim(None) == 0  # fits: nothing dropped
+    window = full - 10
+    dropped = conv.trim(window)
+    assert dropped > 1 and conv.estimate_tokens() <= window * TRIM_TO  # chunked, not one turn per step
+    msgs = conv.messages()
+    assert msgs[0]["role"] == "system" and msgs[1]["content"] == s.goal
+    assert msgs[2]["role"] == "assistant" and msgs[-1]["tool_call_id"] == "c29"
+    conv.trim(1)  # even an impossible window keeps the latest turn
+    assert [m.get("tool_call_id") for m in conv.messages()[2:]] == [None, "c29"]
+
+
+def test_context_errors_are_recognised_with_their_sizes() -> None:
+    from verifier.agent_runner import context_error_sizes, is_context_error
+    from verifier.records import Exchange
+
+    vllm = Exchange(request_hash="h", status=400, error_class="client_error", error_message=(
+        "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
+        "(4744 tokens in the messages, 256 in the completion)."))
+    engine = Exchange(request_hash="h", status=400, error_class="client_error", error_message=(
+        "max_tokens (256) + prompt (1900 tokens) exceeds the context length 2048"))
+    other = Exchange(request_hash="h", status=400, error_class="client_error", error_message="messages: bad role")
+    assert is_context_error(vllm) and is_context_error(engine) and not is_context_error(other)
+    assert context_error_sizes(vllm) == (4096, 4744) and context_error_sizes(engine) == (2048, 1900)
+    assert not is_context_error(Exchange(request_hash="h", status=500, error_class="server_error",
+                                         error_message="context length exceeded"))
