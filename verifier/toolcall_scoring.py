@@ -8,7 +8,8 @@ Definitions (kept identical to K2-Vendor-Verifier where it defines one, so numbe
   succeeded count; failures are reported by ``error_rate``.
 - *Schema accuracy* is per tool call: the name is one of the offered tools and the arguments parse as a
   JSON object valid against that tool's schema. Failures are counted by kind (unknown tool, not JSON,
-  schema violation).
+  schema violation). ``k2vv_schema_accuracy`` is K2VV's per-response figure (responses with
+  ``finish_reason == "tool_calls"`` whose every call is valid).
 - *Agreement* is measured on pairs where both endpoints called tools: the same sequence of tool names;
   the same arguments exactly (canonical JSON after parsing, types included) and BFCL-style (an integer is
   accepted for a number; strings compared without case, whitespace and punctuation).
@@ -469,6 +470,11 @@ def score_toolcall(
         m, c = _schema_block(mine)
         res.metrics.update(m)
         res.counts.update(c)
+        # K2VV's own figure, per response: finish_reason == tool_calls and every call valid.
+        k2vv = [o.all_valid and bool(o.calls) for o in mine if o.triggered]
+        res.metrics["k2vv_schema_accuracy"] = stats.rate(k2vv)
+        res.counts["count_finish_reason_tool_calls"] = len(k2vv)
+        res.counts["count_successful_tool_call"] = sum(k2vv)
         m, c = _latency_metrics(mine)
         res.metrics.update(m)
         res.counts.update(c)

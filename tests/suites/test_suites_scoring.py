@@ -73,6 +73,8 @@ def test_schema_accuracy_and_failure_kinds(results: dict[str, Any]) -> None:
     assert (c.counts["schema_not_json"], c.counts["schema_schema_violation"], c.counts["schema_unknown_tool"]) == (1, 1, 0)
     r = results["ref"]
     assert r.metrics["schema_accuracy"].value == 1.0 and r.metrics["schema_accuracy"].n == 3
+    assert c.metrics["k2vv_schema_accuracy"].value == pytest.approx(1 / 3)
+    assert (c.counts["count_finish_reason_tool_calls"], c.counts["count_successful_tool_call"]) == (3, 1)
 
 
 def test_agreement_exact_vs_bfcl(results: dict[str, Any]) -> None:
