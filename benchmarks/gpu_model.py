@@ -6,9 +6,11 @@ the engine's model code.  Every variant runs the same non-matmul ops, so differe
 weights / KV format alone.  The step has no host synchronisation, so it can be captured in a CUDA graph, which removes
 Python launch overhead that would otherwise hide the kernels' speed at batch 1.
 
-Layout per layer: RMSNorm -> fused QKV projection (+bias, as Qwen2) -> RoPE -> write_kv -> paged decode attention ->
-O projection -> residual -> RMSNorm -> fused gate/up -> SiLU * up -> down -> residual; then final norm and a BF16
-LM head (kept BF16 in both variants, as INT4 deployments usually do) and greedy argmax.
+Layout per layer: (residual add +) RMSNorm -> fused QKV projection -> bias + RoPE + split -> write_kv -> paged
+decode attention -> O projection -> residual add + RMSNorm -> fused gate/up -> SiLU * up -> down; then final norm, a
+BF16 LM head (kept BF16 in both variants, as INT4 deployments usually do) and greedy argmax.  Norm, RoPE and SiLU are
+the fused kernels of ``gpu_fused``; ``rms_norm_ref`` / ``rope_ref`` are their plain-PyTorch references.
+The page tags are pool-wide (shared by all layers), so the stack checks them once per step, in layer 0's attention.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from gpu_fused import add_rms_norm, bias_rope_split, silu_mul
 from reference_engine.kernels.triton_attention import paged_decode_attention_impl
 from reference_engine.kernels.triton_int4 import int4_linear_impl
 from reference_engine.kernels.triton_ops import write_kv
@@ -46,8 +49,7 @@ SHAPES = {
 class Linear:
     """A projection held either as a dense BF16 weight (cuBLAS via F.linear) or as an Int4Weight (Triton kernel)."""
 
-    def __init__(self, w: torch.Tensor, bias: torch.Tensor | None, int4: bool, group: int) -> None:
-        self.bias = bias
+    def __init__(self, w: torch.Tensor, int4: bool, group: int) -> None:
         self.int4: Int4Weight | None = quantize_int4(w, group) if int4 else None
         self.w = None if int4 else w.to(torch.bfloat16)
         if self.int4 is not None:  # move the packed tensors next to the activations
@@ -58,17 +60,23 @@ class Linear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.int4 is not None:
             p = self.int4
-            y = int4_linear_impl(x, p.qweight, p.scales, p.zeros, p.group_size)
-            return y if self.bias is None else y + self.bias
-        return F.linear(x, self.w, self.bias)
+            return int4_linear_impl(x, p.qweight, p.scales, p.zeros, p.group_size)
+        return F.linear(x, self.w)
 
     def nbytes(self) -> int:
         return self.int4.nbytes() if self.int4 is not None else self.w.numel() * 2
 
 
-def _rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def rms_norm_ref(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def rope_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    c, s = cos.float(), sin.float()
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(x.dtype)
 
 
 class DecodeStack:
@@ -99,10 +107,11 @@ class DecodeStack:
                 self.layers.append({
                     "in_norm": torch.ones(s.hidden, dtype=torch.bfloat16, device=device),
                     "post_norm": torch.ones(s.hidden, dtype=torch.bfloat16, device=device),
-                    "qkv": Linear(rnd(qkv_out, s.hidden), rnd(qkv_out), weights == "int4", group),
-                    "o": Linear(rnd(s.hidden, s.heads * s.head_dim), None, weights == "int4", group),
-                    "gate_up": Linear(rnd(2 * s.intermediate, s.hidden), None, weights == "int4", group),
-                    "down": Linear(rnd(s.hidden, s.intermediate), None, weights == "int4", group),
+                    "qkv": Linear(rnd(qkv_out, s.hidden), weights == "int4", group),
+                    "qkv_bias": rnd(qkv_out),
+                    "o": Linear(rnd(s.hidden, s.heads * s.head_dim), weights == "int4", group),
+                    "gate_up": Linear(rnd(2 * s.intermediate, s.hidden), weights == "int4", group),
+                    "down": Linear(rnd(s.hidden, s.intermediate), weights == "int4", group),
                 })
             self.embed = rnd(s.vocab, s.hidden)  # tied LM head, BF16 in every variant
             self.final_norm = torch.ones(s.hidden, dtype=torch.bfloat16, device=device)
@@ -155,30 +164,23 @@ class DecodeStack:
         lin = sum(layer[k].nbytes() for layer in self.layers for k in ("qkv", "o", "gate_up", "down"))
         return lin + self.embed.numel() * 2
 
-    def _rope(self, x: torch.Tensor) -> torch.Tensor:
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat([x1 * self.cos - x2 * self.sin, x2 * self.cos + x1 * self.sin], dim=-1)
-
     def step(self) -> torch.Tensor:
         s, B = self.shape, self.batch
-        x = self.embed[self.tokens]
-        for layer, (kp, vp, ks, vs) in zip(self.layers, self.pools):
-            h = _rms_norm(x, layer["in_norm"])
-            qkv = layer["qkv"](h)
-            q = qkv[:, : s.heads * s.head_dim].view(B, s.heads, s.head_dim)
-            k = qkv[:, s.heads * s.head_dim:(s.heads + s.kv_heads) * s.head_dim].view(B, s.kv_heads, s.head_dim)
-            v = qkv[:, (s.heads + s.kv_heads) * s.head_dim:].view(B, s.kv_heads, s.head_dim)
-            q, k = self._rope(q), self._rope(k)
-            write_kv(k, v.contiguous(), kp, vp, ks, vs, self.slots)
+        x = self.embed[self.tokens]  # residual stream, updated in place by add_rms_norm
+        delta = None
+        for li, (layer, (kp, vp, ks, vs)) in enumerate(zip(self.layers, self.pools)):
+            h = add_rms_norm(x, delta, layer["in_norm"])
+            q, k, v = bias_rope_split(layer["qkv"](h), layer["qkv_bias"], self.cos, self.sin,
+                                      s.heads, s.kv_heads, s.head_dim)
+            write_kv(k, v, kp, vp, ks, vs, self.slots)
+            check = self.check_tags and li == 0
             attn, bad = paged_decode_attention_impl(q, kp, vp, ks, vs, self.block_tables, self.seq_lens,
                                                     self.page_tags, self.expected_tags, self.scale,
-                                                    check_tags=self.check_tags)
-            self.bad |= bad
-            x = x + layer["o"](attn.reshape(B, -1))
-            h = _rms_norm(x, layer["post_norm"])
-            gu = layer["gate_up"](h)
-            x = x + layer["down"](F.silu(gu[:, : s.intermediate]) * gu[:, s.intermediate:])
-        logits = F.linear(_rms_norm(x, self.final_norm), self.embed)
+                                                    check_tags=check)
+            if check:
+                self.bad = bad  # a static output of the captured graph; no extra kernel
+            h = add_rms_norm(x, layer["o"](attn.reshape(B, -1)), layer["post_norm"])
+            delta = layer["down"](silu_mul(layer["gate_up"](h)))
+        logits = F.linear(add_rms_norm(x, delta, self.final_norm), self.embed)
         self.tokens.copy_(torch.argmax(logits, dim=-1))
         return self.tokens
