@@ -10,7 +10,7 @@ Policy (TOML)::
 
     [gate]
     decision = "point"         # see below
-    missing = "warn"           # a thresholded metric the run did not measure: "skip" | "warn" | "fail"
+    missing = "skip"           # a thresholded metric the run did not measure: "skip" | "warn" | "fail"
     endpoints = "candidates"   # judge "candidates" (default) or "all" endpoints
     fail_on_warn = false
 
@@ -100,7 +100,13 @@ METRICS: dict[str, MetricInfo] = {
     "ln_ppl_ratio": MetricInfo("ln PPL ratio", None),
     "cache_hit_rate": MetricInfo("Cache hit rate", True, "%"),
     "cache_bound": MetricInfo("Cache hit bound", None, "%"),
+    # produced by the scoring modules beyond the contract's list (additive): shown and gateable by name
+    "trigger_rate": MetricInfo("Tool-call trigger rate", None, "%"),
+    "tokens_per_s": MetricInfo("Decode tokens per second", True),
+    "latency_mean_s": MetricInfo("Latency mean", False, "s"),
 }
+_EXPECTED = "expected_"  # toolcall scoring's prefix for metrics against the suite's own labels
+_EXPECTED_ONLY = {"tool_accuracy", "args_exact", "args_bfcl", "case_accuracy"}  # bases that exist only with it
 _PASS_K = re.compile(r"^pass\^(\d+)$")
 
 
@@ -111,10 +117,17 @@ def metric_info(name: str) -> MetricInfo:
     m = _PASS_K.match(name)
     if m:
         return MetricInfo(f"pass^{m.group(1)}", True, "%")
+    if name.startswith(_EXPECTED):
+        base = name[len(_EXPECTED):]
+        info = metric_info(base) if is_known_metric(base) else MetricInfo(base.replace("_", " "), True, "%")
+        return MetricInfo(f"{info.label} (vs suite labels)", info.higher_is_better, info.unit)
     return MetricInfo(name, None)
 
 
 def is_known_metric(name: str) -> bool:
+    if name.startswith(_EXPECTED):
+        base = name[len(_EXPECTED):]
+        return base in _EXPECTED_ONLY or is_known_metric(base)
     return name in METRICS or bool(_PASS_K.match(name))
 
 
@@ -137,7 +150,7 @@ class GateSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["point", "ci_strict", "ci_lenient"] = "point"
-    missing: Literal["skip", "warn", "fail"] = "warn"
+    missing: Literal["skip", "warn", "fail"] = "skip"
     endpoints: Literal["candidates", "all"] = "candidates"
     fail_on_warn: bool = False
 
@@ -265,7 +278,9 @@ class GateResult(BaseModel):
 
 
 def _fmt(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.4g}"
+    if v is None:
+        return "n/a"
+    return f"{0.0 if abs(v) < 1e-12 else v:.4g}"  # interval code leaves float dust such as 1.4e-17 at bounds
 
 
 def judge(iv: Interval, th: Threshold, decision: str) -> tuple[Status, str]:

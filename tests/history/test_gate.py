@@ -105,7 +105,8 @@ def test_gate_exit_codes_junit_and_markdown(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
 
     strict = tmp_path / "strict.toml"
-    strict.write_text("[thresholds]\ntrigger_f1 = 0.73\nschema_accuracy = 0.95\ncache_hit_rate = 0.5\n")
+    strict.write_text("[thresholds]\ntrigger_f1 = 0.73\nschema_accuracy = 0.95\ncache_hit_rate = 0.5\n"
+                      "[gate]\nmissing = \"warn\"\n")
     junit, md = tmp_path / "out" / "gate.xml", tmp_path / "out" / "gate.md"
     res = _invoke(str(run), "--policy", str(strict), "--junit", str(junit), "--markdown", str(md))
     assert res.exit_code == 1, res.output  # int4-decode's schema accuracy is ~0.83
