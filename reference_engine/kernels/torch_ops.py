@@ -52,8 +52,8 @@ def paged_decode_attention(
     else:
         mismatch = torch.zeros(b, dtype=torch.bool, device=q.device)
     idx = block_tables.clamp(min=0).long()                   # [B, P]
-    page = k_pages.shape[1]
     kvh = k_pages.shape[2]
+    group = h // kvh
     k = k_pages[idx]                                         # [B, P, page, KVH, D]
     v = v_pages[idx]
     if k_scales is not None:
@@ -62,14 +62,15 @@ def paged_decode_attention(
     else:
         k = k.to(q.dtype)
         v = v.to(q.dtype)
-    length = idx.shape[1] * page
-    k = k.reshape(b, length, kvh, d).transpose(1, 2)          # [B, KVH, L, D]
-    v = v.reshape(b, length, kvh, d).transpose(1, 2)
-    pos = torch.arange(length, device=q.device)
-    mask = (pos[None, :] < seq_lens[:, None].to(pos.dtype)) & ~mismatch[:, None]
-    out = F.scaled_dot_product_attention(
-        q[:, :, None, :], k, v, attn_mask=mask[:, None, None, :], scale=scale, enable_gqa=(h != kvh)
-    )[:, :, 0, :]
+    k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1)          # [B, KVH, D, L]
+    v = v.reshape(b, -1, kvh, d).transpose(1, 2)              # [B, KVH, L, D]
+    # grouped-query attention without expanding K/V: the G query heads of a KV head share one matmul
+    scores = torch.matmul(q.reshape(b, kvh, group, d), k).float() * scale   # [B, KVH, G, L]
+    pos = torch.arange(scores.shape[-1], device=q.device)
+    hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
+    scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    out = torch.matmul(probs, v).reshape(b, h, d)
     if mismatch.any():
         out = out.masked_fill(mismatch[:, None, None], 0.0)
     return out, mismatch
