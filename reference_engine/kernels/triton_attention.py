@@ -158,10 +158,10 @@ def _paged_decode_reduce_kernel(
 
 
 def _pick_splits(batch: int, num_kv_heads: int, max_tokens: int, device: torch.device) -> int:
-    """Enough programs to fill the GPU about twice, but never slices shorter than ~256 tokens (reduce cost)."""
+    """Enough programs to fill the GPU about twice, but never slices shorter than ~128 tokens (reduce cost)."""
     programs = batch * num_kv_heads
     want = triton.cdiv(2 * sm_count(device), programs)
-    return max(1, min(want, triton.cdiv(max_tokens, 256)))
+    return max(1, min(want, triton.cdiv(max_tokens, 128)))
 
 
 def paged_decode_attention_impl(

@@ -185,7 +185,7 @@ def _split_k(programs: int, K: int, block_k: int, device: torch.device) -> int:
 def int4_linear_impl(
     x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor | None, group_size: int,
     *, split_k: int | None = None, block_n: int | None = None, block_k: int | None = None,
-    force_gemm: bool = False,
+    force_gemm: bool = False, num_warps: int | None = None, num_stages: int | None = None,
 ) -> torch.Tensor:
     """Launcher behind ``triton_ops.int4_linear``: ``x [M, K] -> [M, N]`` in x's dtype; knobs for tests/benchmarks."""
     check_device(x, qweight, scales, zeros)
@@ -225,6 +225,7 @@ def int4_linear_impl(
     k_per_split = triton.cdiv(triton.cdiv(K, splits), BLOCK_K) * BLOCK_K
     splits = triton.cdiv(K, k_per_split)
     split = splits > 1
+    launch = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
     part = torch.empty(splits, M, N, dtype=torch.float32, device=x.device) if split else out
     stride_split = part.stride(0) if split else 0
     if gemv:
@@ -234,7 +235,7 @@ def int4_linear_impl(
             x, qweight, scales, z, out, part, locks, N, K, k_per_split, splits,
             qweight.stride(0), scales.stride(0), szn, stride_split,
             GROUP=group_size, HAS_ZEROS=has_zeros, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, SCALE_PER_BLOCK=per_block,
-            SPLIT=split,
+            SPLIT=split, **launch,
         )
     else:
         grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), splits)
@@ -243,6 +244,6 @@ def int4_linear_impl(
             x, qweight, scales, z, out, part, locks, M, N, K, k_per_split, splits,
             x.stride(0), qweight.stride(0), scales.stride(0), szn, stride_split, N,
             GROUP=group_size, HAS_ZEROS=has_zeros, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-            SCALE_PER_BLOCK=per_block, DOT_FP32=dot_in_fp32(x), SPLIT=split,
+            SCALE_PER_BLOCK=per_block, DOT_FP32=dot_in_fp32(x), SPLIT=split, **launch,
         )
     return out
