@@ -3,7 +3,8 @@
 ``records.jsonl`` is the ground truth of a run: every exchange is appended (and flushed to the OS) the moment it
 completes, so a run killed at any instant loses at most the exchange that was in flight, and ``--resume`` can
 tell exactly which exchanges exist by their :meth:`~verifier.records.ExchangeRecord.key`. A kill can tear the
-last line; opening the store trims that torn tail instead of failing, so resume always works. fsync is
+last line; readers ignore a final line without its newline, and the first append trims it, so resume always
+works. fsync is
 "light": at most every ``fsync_interval_s`` and on close, because a per-record fsync would cost more than the
 request on a fast endpoint while flush alone already survives a process kill (only a power cut needs fsync).
 """
@@ -45,9 +46,9 @@ class RecordStore:
         self._fsync_interval = fsync_interval_s
         self._last_fsync = time.monotonic()
         self.duplicates_dropped = 0
-        self.torn_bytes_trimmed = self._trim_torn_tail()
+        self.torn_bytes_trimmed = 0
         self._keys: set[tuple] = set(self._scan_keys())
-        self._fh = open(self.path, "ab")
+        self._fh: Any = None  # opened on the first append, so readers (report, scoring) never hold a write handle
 
     # writing ---------------------------------------------------------------------------------------------
     def append(self, record: ExchangeRecord) -> None:
@@ -59,6 +60,9 @@ class RecordStore:
                 self.duplicates_dropped += 1
                 log.warning("dropped duplicate record %s", key)
                 return
+            if self._fh is None:
+                self.torn_bytes_trimmed = self._trim_torn_tail()
+                self._fh = open(self.path, "ab")
             self._fh.write(line)
             self._fh.flush()
             self._keys.add(key)
@@ -69,7 +73,7 @@ class RecordStore:
 
     def close(self) -> None:
         with self._lock:
-            if not self._fh.closed:
+            if self._fh is not None and not self._fh.closed:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
                 self._fh.close()
@@ -111,6 +115,8 @@ class RecordStore:
             return
         with open(self.path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
+                if not raw.endswith(b"\n"):
+                    return  # a torn last line (a kill mid-write): not a record; trimmed before the next append
                 raw = raw.strip()
                 if raw:
                     yield lineno, raw
