@@ -12,6 +12,7 @@ recoverable from the text alone. Schemas deliberately cover JSON Schema features
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -1322,12 +1323,41 @@ def make_no_tool_case(rng: random.Random, template_set: TemplateSet, max_tools: 
     return body, {"tags": tags + [f"n_tools:{len(tools)}"], "expected": None}
 
 
+ACKS: dict[str, tuple[str, ...]] = {
+    "eval": ("Done.", "All set.", "That's taken care of."),
+    "train": ("Finished.", "Okay, completed.", "It's done."),
+}
+
+
+def add_history(rng: random.Random, body: dict[str, Any], template_set: TemplateSet) -> str:
+    """Prepend one finished exchange (user asks, assistant calls an offered tool, tool answers, assistant
+    acknowledges) before the final user message, so replies must be right *after* tool-call history, the
+    situation agents live in and where tool-call ids and tool results must survive a provider's template.
+    Returns the name of the tool called in the history."""
+    offered = [TOOLS_BY_NAME[t["function"]["name"]] for t in body["tools"]]
+    prior = rng.choice(offered)
+    args = prior.sample(rng)
+    call_id = f"call_{rng.getrandbits(32):08x}"
+    result = {"status": "ok", "id": f"{prior.name[:3]}-{rng.randint(1000, 9999)}"}
+    history = [
+        {"role": "user", "content": prior.phrase(args, rng, template_set)},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": prior.name, "arguments": json.dumps(args)}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)},
+        {"role": "assistant", "content": rng.choice(ACKS[template_set])},
+    ]
+    body["messages"] = body["messages"][:1] + history + body["messages"][1:]
+    return prior.name
+
+
 def generate_cases(seed: int, n: int, template_set: TemplateSet = "eval", *, no_tool_share: float = 0.3,
-                   max_tools: int = 6, id_prefix: str = "core") -> list[tuple[dict[str, Any], dict[str, Any]]]:
+                   followup_share: float = 0.15, max_tools: int = 6,
+                   id_prefix: str = "core") -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """``n`` mixed cases (tool / no-tool) as ``(body, _meta)`` pairs, reproducible from ``seed``.
 
     Tools are visited round-robin in a seeded order so every tool appears about equally often. The
-    no-tool share is exact (``round(n * no_tool_share)`` cases), placed at seeded positions.
+    no-tool share is exact (``round(n * no_tool_share)`` cases), placed at seeded positions; about
+    ``followup_share`` of all cases carry one earlier tool-call exchange (:func:`add_history`).
     """
     rng = random.Random(f"{seed}:{template_set}:{id_prefix}")
     n_none = round(n * no_tool_share)
@@ -1342,6 +1372,9 @@ def generate_cases(seed: int, n: int, template_set: TemplateSet = "eval", *, no_
                 order = list(TOOLS)
                 rng.shuffle(order)
             body, meta = make_tool_case(rng, order.pop(), template_set, max_tools)
+        if rng.random() < followup_share:
+            prior = add_history(rng, body, template_set)
+            meta["tags"] = meta["tags"] + ["followup", f"history:{prior}"]
         meta = {"id": f"{id_prefix}-{i:05d}", **meta, "tags": meta["tags"] + [template_set]}
         out.append((body, meta))
     return out

@@ -67,6 +67,13 @@ def test_toolcall_core_shape() -> None:
     assert len(no_tool) / len(cases) >= 0.25
     n_tools = Counter(len(c.body["tools"]) for c in cases)
     assert set(n_tools) == {1, 2, 3, 4, 5, 6}
+    followups = [c for c in cases if "followup" in c.tags]
+    assert 0.1 <= len(followups) / len(cases) <= 0.2
+    for c in followups:  # history: user, assistant tool call, tool result with the same id, assistant, user
+        roles = [m["role"] for m in c.body["messages"]]
+        assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+        call = c.body["messages"][2]["tool_calls"][0]
+        assert c.body["messages"][3]["tool_call_id"] == call["id"] and call["function"]["name"] in c.tools()
     called = Counter(c.expected.tool for c in cases if c.expected)
     assert len(called) == len(catalog.TOOLS)  # every tool is asked for
     for c in cases:
