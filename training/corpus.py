@@ -1,0 +1,152 @@
+"""Synthetic training corpus: single-turn tool-call conversations and agent trajectories.
+
+Sources, in order of preference:
+- tool calls: ``suites.toolcall.catalog.generate_cases(seed, n, template_set="train")`` (the toolcall-core
+  tool schemas with *training* phrasings and seeds, disjoint from the evaluation ones); when that module
+  is not importable, the small stand-in catalogue in ``training/standin_catalog.py`` (so the pipeline can
+  be exercised on its own, never for the shipped model).
+- agent trajectories: ``suites.agent`` environments driven by their oracle ``next_action()`` with seeds
+  far from the evaluation seeds (the built-in agent suites use seed 0).
+
+Every example is a :class:`Conversation` (OpenAI-shape messages + tools) rendered by the shipped chat
+template, so training text and serving text cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from training.chat_format import assistant_tool_message, render
+
+#: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
+AGENT_TRAIN_SEED_BASE = 100_000
+#: short fixed replies when no offered tool fits (the model only has to learn *that* it answers in text)
+NO_TOOL_REPLIES = [
+    "I can't do that with the tools I have.",
+    "None of the available tools can help with that.",
+    "Sorry, I have no tool for that request.",
+]
+AGENT_FINAL_REPLY = "Done: the task is complete."
+
+
+@dataclass
+class Conversation:
+    """One training example: messages + offered tools; every assistant turn is supervised."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    source: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return render(self.messages, self.tools)
+
+
+def _body_to_conversation(body: dict[str, Any], expected: dict[str, Any] | None, rng: random.Random,
+                          source: str) -> Conversation:
+    """Append the expected answer (a tool call, or a short refusal) to a request body's messages."""
+    messages = [dict(m) for m in body["messages"]]
+    if expected is None:
+        messages.append({"role": "assistant", "content": rng.choice(NO_TOOL_REPLIES)})
+    else:
+        messages.append(assistant_tool_message(expected["tool"], expected.get("arguments") or {}))
+    return Conversation(messages=messages, tools=body.get("tools"), source=source)
+
+
+def _case_parts(case: Any) -> tuple[dict[str, Any], Any]:
+    """(body, expected) from a catalogue case, whatever its carrier: ToolcallCase-like object or dict line."""
+    if isinstance(case, tuple):  # catalogue: (body, _meta)
+        body, meta = case
+        return body, (meta or {}).get("expected", "absent")
+    if isinstance(case, dict):
+        body = {k: v for k, v in case.items() if k != "_meta"}
+        meta = case.get("_meta") or {}
+        return body, meta.get("expected", "absent")
+    body = getattr(case, "body")
+    expected = getattr(case, "expected", "absent")
+    if hasattr(expected, "model_dump"):
+        expected = expected.model_dump()
+    return body, expected
+
+
+def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
+    """``n`` single-turn tool-call conversations from the catalogue's training templates."""
+    rng = random.Random(seed)
+    try:
+        from suites.toolcall.catalog import generate_cases  # type: ignore[import-not-found]
+        cases = generate_cases(seed, n, template_set="train")
+        source = "toolcall-catalog"
+    except ImportError:
+        from training.standin_catalog import generate_cases
+        cases = generate_cases(seed, n)
+        source = "standin"
+    for case in cases:
+        body, expected = _case_parts(case)
+        if expected == "absent":
+            continue  # no ground truth: nothing to teach
+        yield _body_to_conversation(body, expected, rng, source)
+
+
+def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6, 8, 10, 12, 14),
+                        max_turns: int = 14) -> Iterator[Conversation]:
+    """``n`` oracle trajectories across all agent environments, trimmed to the last ``max_turns`` calls.
+
+    A trimmed trajectory keeps the system prompt and goal (the runner always sends them) and then the most
+    recent tool call/result pairs, so the model learns to act from recent turns, as the environments intend.
+    """
+    from suites.agent.scenarios import ENVIRONMENTS, SYSTEM_PROMPT, make_env
+
+    rng = random.Random(seed)
+    names = sorted(ENVIRONMENTS)
+    made = 0
+    k = 0
+    while made < n:
+        env_name = names[k % len(names)]
+        horizon = rng.choice([h for h in horizons if h >= ENVIRONMENTS[env_name].min_horizon])
+        env_seed = AGENT_TRAIN_SEED_BASE + seed * 100_000 + k
+        k += 1
+        try:
+            env = make_env(env_name, env_seed, horizon)
+        except ValueError:
+            continue
+        head = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": env.goal()}]
+        turns: list[list[dict[str, Any]]] = []
+        step = 0
+        while (action := env.next_action()) is not None:
+            outcome = env.run_action(action)
+            call_id = f"call_{step}"
+            turns.append([assistant_tool_message(action.name, action.arguments, call_id),
+                          {"role": "tool", "tool_call_id": call_id, "content": outcome.result_text}])
+            step += 1
+            if step > horizon * 4 + 10:
+                raise RuntimeError(f"oracle of {env_name} seed {env_seed} did not finish")
+        final = [{"role": "assistant", "content": AGENT_FINAL_REPLY}]
+        # cut the trajectory at a random point so that early, middle and final steps are all supervised
+        end = rng.randint(1, len(turns) + 1)
+        kept = turns[max(0, end - max_turns):end] if end <= len(turns) else turns[-max_turns:]
+        messages = head + [m for t in kept for m in t]
+        if end > len(turns):
+            messages += final
+        # the last message must be the assistant's: drop a trailing tool result
+        if messages[-1]["role"] == "tool":
+            messages = messages[:-1]
+        yield Conversation(messages=messages, tools=env.tools(), source=f"agent:{env_name}",
+                           meta={"seed": env_seed, "horizon": horizon})
+        made += 1
+
+
+def build_corpus(n_toolcall: int, n_agent: int, seed: int) -> list[Conversation]:
+    """The whole corpus, shuffled deterministically."""
+    convs = list(toolcall_conversations(n_toolcall, seed)) + list(agent_conversations(n_agent, seed + 1))
+    random.Random(seed + 2).shuffle(convs)
+    return convs
+
+
+def dump_jsonl(convs: list[Conversation], path: str) -> None:
+    """Write the corpus (for inspection and reproducibility checks)."""
+    with open(path, "w") as f:
+        for c in convs:
+            f.write(json.dumps({"source": c.source, "messages": c.messages, "tools": c.tools, "meta": c.meta}) + "\n")

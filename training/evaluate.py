@@ -1,0 +1,234 @@
+"""Measure verifier-tiny through the reference engine's HTTP server (BF16 and quantized variants).
+
+    python -m training.evaluate --n 300 --agent --out training/eval_results.json
+
+Why a script of its own: it checks the shipped model against the *suite's expected answers* (not
+against a reference endpoint), the quality bar of issue #5, and it can run before the whole verifier
+pipeline is wired. It reuses the suite loader, the tool-call checks and the statistics of the verifier
+so the figures mean the same thing as in a verifier report:
+
+- toolcall-core (held-out eval phrasings): trigger precision/recall/F1 (positive = a tool call was
+  expected / made), schema accuracy (calls whose arguments parse and validate against the offered
+  tool's schema, over all calls made), tool-name accuracy and BFCL-style argument agreement (over the
+  cases that expect a call), case accuracy; Wilson intervals, bootstrap for F1.
+- agent-smoke scenarios (seed 0, never used in training) driven step by step; task success.
+- each quantized variant vs BF16: paired difference in case correctness (Newcombe CI, McNemar p).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from reference_engine.launch import start_server
+from verifier import stats
+from verifier.suite_format import ToolcallCase, load_jsonl
+from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
+
+CORE_SUITE = Path(__file__).resolve().parents[1] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
+
+#: base_url -> served model id (set when a server starts)
+MODEL_ID: dict[str, str] = {}
+
+#: name -> start_server options
+VARIANTS: dict[str, dict[str, Any]] = {
+    "bf16": {},
+    "fp8kv": {"kv_dtype": "fp8"},
+    "int4": {"decode_weights": "int4"},
+    "fp8kv+int4": {"kv_dtype": "fp8", "decode_weights": "int4"},
+}
+
+
+@dataclass
+class CaseResult:
+    case_id: str
+    expected_tool: str | None
+    called: bool
+    name: str | None = None
+    valid: bool = False
+    args_match: bool = False
+    error: str | None = None
+    content: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        if self.expected_tool is None:
+            return not self.called
+        return self.called and self.name == self.expected_tool and self.valid and self.args_match
+
+
+@dataclass
+class AgentResult:
+    scenario: str
+    horizon: int
+    success: bool
+    steps: int
+    invalid_steps: int
+    stop: str
+    transcript: list[str] = field(default_factory=list)
+
+
+async def _chat(client: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = await client.post(f"{base_url}/chat/completions", json={"model": MODEL_ID[base_url], **body})
+    r.raise_for_status()
+    return r.json()
+
+
+def _first_call(resp: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    msg = resp["choices"][0]["message"]
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return None, None, msg.get("content")
+    fn = calls[0].get("function") or {}
+    return fn.get("name"), fn.get("arguments") or "", msg.get("content")
+
+
+async def run_toolcall(base_url: str, cases: list[ToolcallCase], concurrency: int = 8) -> list[CaseResult]:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(client: httpx.AsyncClient, case: ToolcallCase) -> CaseResult:
+        body = {k: v for k, v in case.body.items() if k not in ("stream",)}
+        body["temperature"] = 0
+        body.setdefault("max_tokens", 256)
+        expected = case.expected.tool if case.expected else None
+        async with sem:
+            try:
+                resp = await _chat(client, base_url, body)
+            except httpx.HTTPError as exc:
+                return CaseResult(case.id, expected, False, error=f"{type(exc).__name__}: {exc}"[:200])
+        name, args, content = _first_call(resp)
+        if name is None:
+            return CaseResult(case.id, expected, False, content=content)
+        check = check_call(name, args or "", case.tools())
+        match = bool(case.expected) and check.valid and name == case.expected.tool and \
+            args_bfcl_equal(check.arguments, case.expected.arguments)
+        return CaseResult(case.id, expected, True, name=name, valid=check.valid, args_match=match,
+                          error=check.error, content=content)
+
+    async with httpx.AsyncClient(timeout=600) as client:
+        return list(await asyncio.gather(*(one(client, c) for c in cases)))
+
+
+def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
+    ok = [r for r in results if not (r.error and not r.called and r.content is None)]
+    tp = [r.expected_tool is not None and r.called for r in ok]
+    fp = [r.expected_tool is None and r.called for r in ok]
+    fn = [r.expected_tool is not None and not r.called for r in ok]
+    f1 = f1_interval(tp, fp, fn, [r.case_id for r in ok])
+    calls = [r for r in ok if r.called]
+    want = [r for r in ok if r.expected_tool is not None]
+    return {
+        "n_cases": len(results),
+        "n_errors": len(results) - len(ok),
+        "trigger_f1": f1.model_dump(),
+        "trigger_precision": stats.wilson(sum(tp), sum(tp) + sum(fp)).model_dump(),
+        "trigger_recall": stats.wilson(sum(tp), sum(tp) + sum(fn)).model_dump(),
+        "schema_accuracy": stats.wilson(sum(r.valid for r in calls), len(calls)).model_dump(),
+        "tool_name_accuracy": stats.wilson(sum(r.called and r.name == r.expected_tool for r in want), len(want)).model_dump(),
+        "args_bfcl_accuracy": stats.wilson(sum(r.args_match for r in want), len(want)).model_dump(),
+        "case_accuracy": stats.wilson(sum(r.correct for r in ok), len(ok)).model_dump(),
+    }
+
+
+async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) -> list[AgentResult]:
+    async def one(client: httpx.AsyncClient, sc: Any) -> AgentResult:
+        env = sc.make_env()
+        messages: list[dict[str, Any]] = [{"role": "system", "content": sc.system}, {"role": "user", "content": sc.goal}]
+        invalid = 0
+        transcript: list[str] = []
+        stop = "budget"
+        steps = 0
+        for steps in range(1, sc.step_budget + 1):
+            resp = await _chat(client, base_url, {"messages": messages, "tools": env.tools(), "temperature": 0,
+                                                  "max_tokens": max_tokens})
+            msg = resp["choices"][0]["message"]
+            calls = msg.get("tool_calls") or []
+            if not calls:
+                stop = "answered"
+                transcript.append(f"final: {(msg.get('content') or '')[:80]}")
+                break
+            call = calls[0]
+            fn = call.get("function") or {}
+            outcome = env.call(fn.get("name") or "", fn.get("arguments") or "")
+            invalid += not outcome.valid
+            transcript.append(f"{fn.get('name')}({fn.get('arguments')}) -> {outcome.result_text[:60]}")
+            messages.append({"role": "assistant", "content": msg.get("content"), "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": call.get("id") or "call_0", "content": outcome.result_text})
+        return AgentResult(sc.id, sc.horizon, env.check(), steps, invalid, stop, transcript)
+
+    async with httpx.AsyncClient(timeout=600) as client:
+        return list(await asyncio.gather(*(one(client, s) for s in scenarios)))
+
+
+def agent_metrics(results: list[AgentResult]) -> dict[str, Any]:
+    by_h: dict[int, list[AgentResult]] = {}
+    for r in results:
+        by_h.setdefault(r.horizon, []).append(r)
+    return {str(h): {"task_success": stats.wilson(sum(r.success for r in rs), len(rs)).model_dump(),
+                     "invalid_steps": sum(r.invalid_steps for r in rs), "steps": sum(r.steps for r in rs)}
+            for h, rs in sorted(by_h.items())}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=None, help="checkpoint folder (default: the shipped model)")
+    ap.add_argument("--n", type=int, default=300, help="first N toolcall-core cases")
+    ap.add_argument("--variants", default="bf16,fp8kv,int4,fp8kv+int4")
+    ap.add_argument("--agent", action="store_true", help="also run agent scenarios")
+    ap.add_argument("--agent-horizons", default="10,25")
+    ap.add_argument("--agent-seeds", default="0,1,2,3,4", help="seeds per env and horizon (suite uses seed 0)")
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    cases = load_jsonl(CORE_SUITE, name="toolcall-core").cases[: args.n]
+    scenarios: list[Any] = []
+    if args.agent:
+        from suites.agent.scenarios import ENVIRONMENTS, scenario
+        for h in (int(x) for x in args.agent_horizons.split(",")):
+            for env in ENVIRONMENTS:
+                for seed in (int(x) for x in args.agent_seeds.split(",")):
+                    scenarios.append(scenario(env, h, seed))
+
+    report: dict[str, Any] = {"model": str(args.model or "shipped"), "toolcall_suite": str(CORE_SUITE.name),
+                              "n_cases": len(cases), "variants": {}}
+    correct: dict[str, list[bool]] = {}
+    for name in args.variants.split(","):
+        t0 = time.time()
+        with start_server(args.model, **VARIANTS[name]) as srv:
+            MODEL_ID[srv.base_url] = srv.model
+            results = asyncio.run(run_toolcall(srv.base_url, cases, args.concurrency))
+            entry: dict[str, Any] = {"toolcall": toolcall_metrics(results)}
+            correct[name] = [r.correct for r in results]
+            if scenarios:
+                ag = asyncio.run(run_agent(srv.base_url, scenarios))
+                entry["agent"] = agent_metrics(ag)
+                entry["agent_runs"] = [{"scenario": r.scenario, "success": r.success, "steps": r.steps,
+                                        "invalid_steps": r.invalid_steps, "stop": r.stop} for r in ag]
+        entry["wall_s"] = round(time.time() - t0, 1)
+        if name != "bf16" and "bf16" in correct:
+            entry["case_accuracy_diff_vs_bf16"] = stats.newcombe_paired_diff(correct["bf16"], correct[name]).model_dump()
+            entry["mcnemar_p_vs_bf16"] = stats.mcnemar(correct["bf16"], correct[name])
+        report["variants"][name] = entry
+        tc = entry["toolcall"]
+        print(f"{name}: F1 {tc['trigger_f1']['value']} schema {tc['schema_accuracy']['value']} "
+              f"name {tc['tool_name_accuracy']['value']} args {tc['args_bfcl_accuracy']['value']} "
+              f"case {tc['case_accuracy']['value']} ({entry['wall_s']}s)", flush=True)
+        if "agent" in entry:
+            print(f"  agent: {json.dumps({h: v['task_success'] for h, v in entry['agent'].items()})}", flush=True)
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

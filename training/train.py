@@ -1,0 +1,231 @@
+"""Train verifier-tiny from scratch on CPU and export it as an HF checkpoint.
+
+    python -m training.train --out reference_engine/models/verifier-tiny
+
+Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
+-> tokenize with a loss mask on assistant tokens -> pack documents into fixed-length rows (attention and
+positions never cross a document boundary) -> AdamW with warmup + cosine decay, fixed seed, 2 threads ->
+export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+
+from training.chat_format import assistant_spans
+from training.corpus import Conversation, build_corpus, dump_jsonl
+from training.export import export_checkpoint
+from training.model import TinyConfig, TinyLlama
+from training.tokenizer_train import train_tokenizer
+
+
+@dataclass
+class Doc:
+    ids: np.ndarray   # int32 token ids
+    mask: np.ndarray  # bool: token is an assistant output token (a training target)
+
+
+def encode(tok: Tokenizer, text: str) -> Doc:
+    """Token ids plus the assistant-token mask, from character spans via the tokenizer's offsets."""
+    enc = tok.encode(text, add_special_tokens=False)
+    spans = assistant_spans(text)
+    mask = np.zeros(len(enc.ids), dtype=bool)
+    j = 0
+    for i, (start, _end) in enumerate(enc.offsets):
+        while j < len(spans) and spans[j][1] <= start:
+            j += 1
+        if j < len(spans) and spans[j][0] <= start < spans[j][1]:
+            mask[i] = True
+    return Doc(np.asarray(enc.ids, dtype=np.int32), mask)
+
+
+def pack(docs: list[Doc], block: int, pad_id: int, seed: int) -> tuple[torch.Tensor, ...]:
+    """First-fit packing into rows of ``block`` tokens -> (ids, target_mask, positions, doc_ids) tensors."""
+    order = list(range(len(docs)))
+    random.Random(seed).shuffle(order)
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        n = len(docs[i].ids)
+        for r in range(max(0, len(rows) - 64), len(rows)):  # look back a little: cheap and nearly as tight
+            if room[r] >= n:
+                rows[r].append(i)
+                room[r] -= n
+                break
+        else:
+            rows.append([i])
+            room.append(block - n)
+    ids = np.full((len(rows), block), pad_id, dtype=np.int64)
+    tmask = np.zeros((len(rows), block), dtype=bool)
+    pos = np.zeros((len(rows), block), dtype=np.int64)
+    doc = np.full((len(rows), block), -1, dtype=np.int64)
+    for r, members in enumerate(rows):
+        at = 0
+        for k, i in enumerate(members):
+            d = docs[i]
+            n = len(d.ids)
+            ids[r, at:at + n] = d.ids
+            tmask[r, at:at + n] = d.mask
+            pos[r, at:at + n] = np.arange(n)
+            doc[r, at:at + n] = k
+            at += n
+        pos[r, at:] = np.arange(block - at)
+        doc[r, at:] = len(members)  # padding attends to itself only
+    return tuple(torch.from_numpy(a) for a in (ids, tmask, pos, doc))
+
+
+def make_batches(docs: list[Doc], block: int, short_block: int, batch_tokens: int, pad_id: int,
+                 seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """Pack short and long documents separately, then cut each packed pool into batches of ~batch_tokens."""
+    out: list[tuple[torch.Tensor, ...]] = []
+    short = [d for d in docs if len(d.ids) <= short_block]
+    long = [d for d in docs if len(d.ids) > short_block]
+    for pool, length in ((short, short_block), (long, block)):
+        if not pool:
+            continue
+        tensors = pack(pool, length, pad_id, seed)
+        rows = max(1, batch_tokens // length)
+        for start in range(0, tensors[0].shape[0] - rows + 1, rows):
+            out.append(tuple(t[start:start + rows] for t in tensors))
+    return out
+
+
+def lr_at(progress: float, step: int, peak: float, warmup: int) -> float:
+    """Linear warmup over ``warmup`` steps, then cosine decay to 10% of peak as ``progress`` goes 0 -> 1."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, max(0.0, progress))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def masked_loss(model: TinyLlama, ids, tmask, pos, doc) -> torch.Tensor:
+    """Next-token loss where the *target* is an assistant token (never across a document boundary)."""
+    hidden = model(ids[:, :-1], pos[:, :-1], doc[:, :-1], hidden_only=True)
+    target = ids[:, 1:]
+    keep = tmask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
+    return F.cross_entropy(model.lm_head(hidden[keep]), target[keep])
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--n-toolcall", type=int, default=24000)
+    ap.add_argument("--n-agent", type=int, default=3000)
+    ap.add_argument("--block", type=int, default=1024)
+    ap.add_argument("--short-block", type=int, default=384, help="row length for short (single-turn) documents")
+    ap.add_argument("--batch-tokens", type=int, default=4096, help="tokens per batch (rows x row length)")
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--time-limit-min", type=float, default=45.0,
+                    help="wall-clock budget for the whole script; the LR schedule compresses to fit it")
+    ap.add_argument("--allow-standin", action="store_true", help="permit training on the stand-in catalogue")
+    ap.add_argument("--dump-corpus", type=Path, default=None)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=384)
+    args = ap.parse_args(argv)
+
+    t0 = time.time()
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    torch.set_num_threads(args.threads)
+
+    convs: list[Conversation] = build_corpus(args.n_toolcall, args.n_agent, args.seed)
+    sources = {}
+    for c in convs:
+        key = c.source.split(":")[0]
+        sources[key] = sources.get(key, 0) + 1
+    print(f"corpus: {len(convs)} conversations {sources} ({time.time() - t0:.0f}s)", flush=True)
+    if "standin" in sources and not args.allow_standin:
+        raise SystemExit("suites.toolcall.catalog is not importable: refusing to train on the stand-in catalogue "
+                         "(pass --allow-standin for a pipeline test)")
+    if args.dump_corpus:
+        dump_jsonl(convs, str(args.dump_corpus))
+
+    texts = [c.text() for c in convs]
+    tok = train_tokenizer(texts)
+    pad_id = tok.token_to_id("<|endoftext|>")
+    docs = [encode(tok, t) for t in texts]
+    too_long = sum(len(d.ids) > args.block for d in docs)
+    docs = [d for d in docs if len(d.ids) <= args.block]
+    n_tok = sum(len(d.ids) for d in docs)
+    n_sup = sum(int(d.mask.sum()) for d in docs)
+    print(f"tokenizer: vocab {tok.get_vocab_size()}; docs {len(docs)} (dropped {too_long} > {args.block}); "
+          f"tokens {n_tok} (supervised {n_sup}); mean doc {n_tok / max(1, len(docs)):.0f} ({time.time() - t0:.0f}s)",
+          flush=True)
+
+    # two row lengths: short single-turn docs in short rows, agent trajectories in long rows, so the
+    # attention mask (quadratic in row length) is only paid where a document needs it
+    batches = make_batches(docs, args.block, args.short_block, args.batch_tokens, pad_id, args.seed)
+    n_rows_tok = sum(bt[0].numel() for bt in batches)
+    print(f"packed: {len(batches)} batches of ~{args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})", flush=True)
+
+    vocab = int(math.ceil(tok.get_vocab_size() / 64) * 64)
+    cfg = TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
+                     num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                     num_key_value_heads=args.kv_heads)
+    model = TinyLlama(cfg)
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+
+    per_epoch = len(batches)
+    total = max(1, int(per_epoch * args.epochs))
+    gen = torch.Generator().manual_seed(args.seed)
+    order = torch.randperm(per_epoch, generator=gen)
+    t_train = time.time()
+    budget_s = max(60.0, args.time_limit_min * 60 - (t_train - t0) - 60)  # keep a minute for export
+    ema = None
+    step = 0
+    seen = 0
+    for step in range(total):
+        if step % per_epoch == 0 and step > 0:
+            order = torch.randperm(per_epoch, generator=gen)
+        ids, tmask, pos, doc = batches[int(order[step % per_epoch])]
+        seen += ids.numel()
+        # progress is the larger of the step fraction and the time fraction: on an idle 2-core machine the
+        # step count decides (deterministic); on a shared, slower one the schedule still completes in budget
+        progress = max(step / total, (time.time() - t_train) / budget_s)
+        if progress >= 1.0:
+            print(f"time budget reached at step {step + 1}/{total}: schedule completed on time", flush=True)
+            break
+        lr = lr_at(progress, step, args.lr, args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = masked_loss(model, ids, tmask, pos, doc)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        if step % 20 == 0 or step == total - 1:
+            el = time.time() - t_train
+            tps = seen / el
+            print(f"step {step + 1}/{total} loss {loss.item():.4f} ema {ema:.4f} lr {lr:.2e} "
+                  f"{tps:.0f} tok/s elapsed {el / 60:.1f} min", flush=True)
+        if step % 200 == 199:
+            export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"})
+    out = export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "total_steps": str(total),
+                                                            "seed": str(args.seed), "final": "true"})
+    print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
+
+
+if __name__ == "__main__":
+    main()
