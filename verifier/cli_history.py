@@ -27,13 +27,12 @@ history_app = typer.Typer(
     help=f"Run history (SQLite; default {default_db_path()} or $VERIFIER_DB) and drift.",
 )
 _out = Console()
-_err = Console(stderr=True)
 
 _DB_OPT = typer.Option(None, "--db", help="History database (default $VERIFIER_DB or ~/.local/share/verifier/history.sqlite).")
 
 
 def _die(message: str, code: int = 2) -> None:
-    _err.print(f"error: {message}", markup=False, highlight=False)
+    typer.echo(f"error: {message}", err=True)  # plain: an error is one line, never wrapped by rich
     raise typer.Exit(code)
 
 
