@@ -164,6 +164,10 @@ class Environment(ABC):
         """Tools in OpenAI ``tools`` format, in a fixed order."""
         return [t.openai() for t in self._tools.values()]
 
+    def tool_schema(self, name: str) -> dict[str, Any]:
+        """The JSON Schema of one tool's parameters."""
+        return self._tools[name].parameters
+
     def call(self, name: str, arguments: str) -> ToolOutcome:
         """Execute one tool call given as the model sent it (raw argument string). Never raises."""
         outcome = self._call(name, arguments)

@@ -11,6 +11,9 @@ later requests find their mirror even when older turns were trimmed or many tria
 the runner: the tool result sent back must equal what the mirror computed for that call, otherwise it answers
 HTTP 400 (the trial ends with an endpoint error: a test failure, never a silent pass).
 
+With ``wrong_rate = q`` a step is instead a schema-valid but wrong call (see :func:`mutate`), which the world
+may reject, absorb, or be ruined by: how such slips turn into failed tasks depends on the horizon.
+
 With ``error_rate = p`` each step independently becomes an invalid call (malformed JSON, unknown tool or schema
 violation, rotating) with probability p, drawn from a hash of (seed, model, conversation number, call count), so
 runs are reproducible. The first invalid step is then geometric: P(first invalid step > t) = (1 - p)^t.
@@ -35,11 +38,36 @@ def uniform(*parts: Any) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def mutate(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema-valid but wrong version of ``arguments``: the kind of slip a degraded model makes.
+
+    The last argument (usually the payload: team, amount, folder, value) is changed: an enum to the next allowed value, an integer by +5, a string by one
+    character. Whether the world rejects it, absorbs it or is left in a failed state depends on the world.
+    """
+    if not arguments:
+        return arguments
+    out = dict(arguments)
+    key = list(out)[-1]
+    prop = (schema.get("properties") or {}).get(key, {})
+    value = out[key]
+    if "enum" in prop:
+        options = prop["enum"]
+        out[key] = options[(options.index(value) + 1) % len(options)] if value in options else options[0]
+    elif isinstance(value, bool):
+        out[key] = not value
+    elif isinstance(value, int):
+        out[key] = value + 5
+    elif isinstance(value, str):
+        out[key] = value[:-1] + ("0" if value[-1:] != "0" else "1") if value else "x"
+    return out
+
+
 class OraclePolicy:
-    def __init__(self, scenarios: list[Scenario], *, error_rate: float = 0.0, seed: int = 0,
-                 never_finish: bool = False) -> None:
+    def __init__(self, scenarios: list[Scenario], *, error_rate: float = 0.0, wrong_rate: float = 0.0,
+                 seed: int = 0, never_finish: bool = False) -> None:
         self.by_goal = {s.goal: s for s in scenarios}
         self.error_rate = error_rate
+        self.wrong_rate = wrong_rate
         self.seed = seed
         self.never_finish = never_finish
         self.mirrors: dict[str, Environment] = {}
@@ -107,6 +135,8 @@ class OraclePolicy:
                 name, args = "no_such_tool", action.arguments_json()
             else:
                 name, args = action.name, json.dumps({"unexpected": True})
+        elif uniform(self.seed, "wrong", *self.draw_key[token], n) < self.wrong_rate:
+            name, args = action.name, json.dumps(mutate(action.arguments, env.tool_schema(action.name)))
         else:
             name, args = action.name, action.arguments_json()
         outcome = env.call(name, args)
@@ -119,14 +149,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="scripted oracle agent on 127.0.0.1 (OpenAI-compatible)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--error-rate", type=float, default=0.0, help="per-step probability of an invalid call")
+    ap.add_argument("--wrong-rate", type=float, default=0.0, help="per-step probability of a valid but wrong call")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="oracle-agent")
     args = ap.parse_args()
     cases = builtin_suite("agent-long")
-    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, seed=args.seed), models=[args.model], port=args.port)
+    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, wrong_rate=args.wrong_rate, seed=args.seed), models=[args.model], port=args.port)
     srv.keep_log = False
     srv.start()
-    print(f"serving {args.model} on {srv.base_url} (error rate {args.error_rate})", flush=True)
+    print(f"serving {args.model} on {srv.base_url} (error rate {args.error_rate}, wrong rate {args.wrong_rate})",
+          flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -189,3 +189,21 @@ def test_context_errors_are_recognised_with_their_sizes() -> None:
     assert context_error_sizes(vllm) == (4096, 4744) and context_error_sizes(engine) == (2048, 1900)
     assert not is_context_error(Exchange(request_hash="h", status=500, error_class="server_error",
                                          error_message="context length exceeded"))
+
+
+async def test_valid_but_wrong_calls_fail_the_task_without_invalid_steps(tmp_path: Path) -> None:
+    path = write_specs(tmp_path / "s.jsonl", [{"env": "tickets", "horizon": 10}])
+    suite = AGENT_KIND.load(str(path), {})
+    ref_policy, cand_policy = OraclePolicy(suite.cases), OraclePolicy(suite.cases, wrong_rate=1.0)
+
+    def by_model(body: dict, ctx) -> Reply:
+        return (ref_policy if body["model"] == "ref" else cand_policy)(body, ctx)
+
+    _, _, recs, _ = await run_suite(tmp_path, by_model, str(path), {}, endpoints=("ref", "cand"))
+    ref, cand = AGENT_KIND.score(suite, recs, "ref", ["ref", "cand"])
+    assert cand.metrics["step_validity"].value == 1.0  # every call well-formed ...
+    assert cand.metrics["task_success"].value == 0.0  # ... yet the task fails: wrong team every time
+    assert cand.counts["stop:step_budget"] == 1
+    # fetch_next has no argument to get wrong, so the trajectories part at the second step
+    assert cand.metrics["trajectory_divergence_step_median"].value == 2.0
+    assert cand.disagreements[0].reference.startswith("assign(") and cand.disagreements[0].candidate.startswith("assign(")
