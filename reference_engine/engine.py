@@ -18,7 +18,7 @@ import torch
 
 from reference_engine import kernels
 from reference_engine.block_manager import BlockManager
-from reference_engine.config import EngineConfig
+from reference_engine.config import ConfigError, EngineConfig
 from reference_engine.kv_cache import KVPool
 from reference_engine.loader import load_model
 from reference_engine.metrics import EngineMetrics
@@ -78,6 +78,8 @@ class RequestRejected(RuntimeError):
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        if not config.model_path.is_dir():
+            raise ConfigError(f"{config.model_path}: model folder not found")
         self.tokenizer = Tokenizer(config.model_path)
         self.model_config, self.model = load_model(
             config.model_path, weights=config.weights, decode_weights=config.decode_weight_format,
