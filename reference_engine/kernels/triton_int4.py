@@ -32,6 +32,8 @@ def _split_k_epilogue(acc, part_ptr, lock_ptr, out_ptr, offs, mask, pid_k, num_s
     and inside CUDA graphs.
     """
     tl.store(part_ptr + pid_k * stride_split + offs, acc, mask=mask)
+    # every thread's partial store happens-before the counter's release (barrier + cumulative acq_rel atomic)
+    tl.debug_barrier()
     arrived = tl.atomic_add(lock_ptr, 1, sem="acq_rel")
     if arrived == num_splits - 1:
         total = tl.zeros_like(acc)

@@ -93,3 +93,20 @@ def test_bad_inputs_raise_clear_errors():
         triton_ops.int4_linear(torch.zeros(1, 32, device=DEVICE), _to(p, DEVICE))
     with pytest.raises(ValueError, match="group_size 24"):
         int4_linear_impl(torch.zeros(1, 64, device=DEVICE), p.qweight.to(DEVICE), p.scales.to(DEVICE), None, 24)
+
+
+@pytest.mark.parametrize("M", [1, 6])
+def test_many_split_k_slices_fused_reduction(M):
+    """Many K slices per output tile: the last slice to arrive sums the partials (real concurrency on a GPU, where
+    a missing barrier or fence would show up as wrong or flaky outputs; repeated to catch stale counters)."""
+    N, K, G, splits = (4096, 8192, 128, 16) if DEVICE.type == "cuda" else (24, 512, 64, 4)
+    g = torch.Generator().manual_seed(M)
+    p = _pack(torch.randn(N, K, generator=g), G, False)
+    want = None
+    for _ in range(3):
+        x = torch.randn(M, K, generator=g).bfloat16()
+        y = int4_linear_impl(x.to(DEVICE), p.qweight.to(DEVICE), p.scales.to(DEVICE), None, G, split_k=splits,
+                             block_k=64)
+        want = _want(x, p)
+        rel = (y.float().cpu() - want).abs().max().item() / want.abs().max().item()
+        assert rel < 1e-2, f"relative error {rel:.3g}"
