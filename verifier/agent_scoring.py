@@ -373,6 +373,17 @@ def score_endpoint(
     return result
 
 
+def _cluster_p(iv: Interval, n_clusters: int) -> float | None:
+    """Two-sided p-value of the cluster-robust t test behind ``iv`` (t on G-1 df, se recovered from the CI)."""
+    if iv.value is None or iv.low is None or iv.high is None or n_clusters < 2:
+        return None
+    t_crit = float(sst.t.ppf(0.975, df=n_clusters - 1))
+    se = (iv.high - iv.low) / (2 * t_crit)
+    if se <= 0:
+        return 1.0 if iv.value == 0 else None  # no spread: a p-value would be a fiction
+    return float(2 * sst.t.sf(abs(iv.value) / se, df=n_clusters - 1))
+
+
 def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[Trial]) -> None:
     """Divergence from the reference trajectory and clustered differences on paired trials."""
     ref_by = {(t.scenario, t.trial): t for t in ref}
@@ -405,21 +416,19 @@ def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[T
         result.notes.append("no trial pairs with the reference: no comparisons.")
         return
     clusters = [r.scenario for r, _ in pairs]
+    diff = stats.cluster_robust_diff(
+        [float(r.success) for r, _ in pairs], [float(c.success) for _, c in pairs], clusters
+    )
     result.comparisons["task_success"] = Comparison(
-        metric="task_success",
-        difference=stats.cluster_robust_diff(
-            [float(r.success) for r, _ in pairs], [float(c.success) for _, c in pairs], clusters
-        ),
-        test="cluster_robust",
+        metric="task_success", difference=diff, p_value=_cluster_p(diff, len(set(clusters))), test="cluster_robust"
     )
     vpairs = [(rv, cv, r.scenario) for r, c in pairs
               if (rv := _trial_validity(r)) is not None and (cv := _trial_validity(c)) is not None]
     if vpairs:
+        vclusters = [s for _, _, s in vpairs]
+        vdiff = stats.cluster_robust_diff([a for a, _, _ in vpairs], [b for _, b, _ in vpairs], vclusters)
         result.comparisons["step_validity"] = Comparison(
-            metric="step_validity",
-            difference=stats.cluster_robust_diff(
-                [a for a, _, _ in vpairs], [b for _, b, _ in vpairs], [s for _, _, s in vpairs]
-            ),
+            metric="step_validity", difference=vdiff, p_value=_cluster_p(vdiff, len(set(vclusters))),
             test="cluster_robust",
         )
 

@@ -122,3 +122,19 @@ def test_score_records_metrics_series_and_clustered_comparison() -> None:
     assert cand.counts["invalid_calls"] == 6 and cand.counts["stop:final_answer"] == 12
     assert cand.counts["error:schema_violation"] == 6
     assert math.isclose(cand.metrics["task_success"].low, 0.2538, abs_tol=1e-3)  # Wilson 6/12
+
+
+def test_cluster_p_value_matches_the_t_test_on_cluster_means() -> None:
+    from scipy import stats as sst
+
+    from verifier.agent_scoring import _cluster_p
+    from verifier.stats import cluster_robust_diff
+
+    # one pair per cluster: CR1 reduces to the paired t test on the differences
+    a = [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    b = [0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    iv = cluster_robust_diff(a, b, list(range(8)))
+    expected = sst.ttest_rel(b, a).pvalue
+    # CR1 scales the variance by G/(G-1) against the paired t test's n/(n-1) convention: identical here
+    assert _cluster_p(iv, 8) == pytest.approx(expected, rel=1e-6)
+    assert _cluster_p(cluster_robust_diff([1.0, 1.0], [1.0, 1.0], [0, 1]), 2) == 1.0
