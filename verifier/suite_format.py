@@ -263,7 +263,8 @@ def load_jsonl(
                     obj = json.loads(text)
                 except json.JSONDecodeError as exc:
                     raise SuiteLineError(source, line_no, f"not JSON: {exc.msg} at column {exc.colno}") from None
-                default_id = f"L{line_no}-{_body_digest(obj)[:8]}"
+                has_id = isinstance(obj, dict) and isinstance(obj.get("_meta"), dict) and "id" in obj["_meta"]
+                default_id = None if has_id else f"L{line_no}-{_body_digest(obj)[:8]}"
                 case = parse_case(obj, source, line_no, default_id=default_id)
                 if case.id in seen:
                     raise SuiteLineError(source, line_no, f"duplicate _meta.id {case.id!r}")
