@@ -102,6 +102,7 @@ METRICS: dict[str, MetricInfo] = {
     "cache_bound": MetricInfo("Cache hit bound", None, "%"),
     # produced by the scoring modules beyond the contract's list (additive): shown and gateable by name
     "trigger_rate": MetricInfo("Tool-call trigger rate", None, "%"),
+    "k2vv_schema_accuracy": MetricInfo("Schema accuracy (K2VV rule)", True, "%"),
     "tokens_per_s": MetricInfo("Decode tokens per second", True),
     "latency_mean_s": MetricInfo("Latency mean", False, "s"),
 }

@@ -1,8 +1,8 @@
 """Open real reports in headless chromium: no console error, no request, every chart drawn, hostile text inert.
 
-Two reports are opened: one from a real ``verifier run`` (toolcall suite, reference and a candidate served by
+Two reports are opened: one from a real ``verifier run`` (toolcall and agent suites, reference and a candidate served by
 the scripted OpenAI-compatible server, where the candidate answers some requests with ``<script>`` and
-``<img onerror>``), and one from the multi-suite fixture (agent and logprob charts the toolcall run lacks).
+``<img onerror>``), and one from the multi-suite fixture (KL charts: no built-in logprob suite runs yet).
 Screenshots and a PDF print go to ``test-artifacts/``.
 """
 
@@ -40,7 +40,7 @@ def _real_run(tmp: Path) -> Path:
     with ScriptedServer(schema_responder) as ref, ScriptedServer(hostile) as cand:
         res = CliRunner().invoke(cli.app, [
             "run", "--reference", f"ref={ref.base_url}", "--endpoint", f"cand={cand.base_url}",
-            "--model", "scripted-model", "--suite", "toolcall-core", "--limit", "24", "--out", str(out),
+            "--model", "scripted-model", "--suite", "toolcall-core", "--suite", "agent-smoke", "--limit", "6", "--trials", "2", "--out", str(out),
             "--no-history", "--quiet",
         ])
     assert res.exit_code == 0, res.output
