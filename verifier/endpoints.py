@@ -283,6 +283,10 @@ def check_keys(endpoints: EndpointSet) -> None:
             raise EndpointConfigError(f"endpoint '{e.name}': environment variable {e.api_key_env} is not set")
 
 
+class BuiltinStartError(RuntimeError):
+    """A built-in engine could not be started (missing checkpoint, bad option combination, ...); one line."""
+
+
 class BuiltinServers(contextlib.AbstractContextManager):
     """Starts the reference engine for every ``builtin:`` endpoint and points its config at the live URL."""
 
@@ -309,7 +313,12 @@ class BuiltinServers(contextlib.AbstractContextManager):
                     kwargs["page_size"] = spec.page_size
                 model_path = None if spec.model == "tiny" else spec.model
                 log.info("starting builtin engine for '%s' (%s)", cfg.name, spec.short_name())
-                srv = start_server(model_path, **kwargs)
+                try:
+                    srv = start_server(model_path, **kwargs)
+                except Exception as e:  # noqa: BLE001 - any engine failure becomes one clear line
+                    msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                    raise BuiltinStartError(f"endpoint '{cfg.name}': the built-in engine ({self.endpoints.sources.get(cfg.name)}) "
+                                            f"failed to start: {type(e).__name__}: {msg}") from None
                 self._servers.append(srv)
                 cfg.base_url = srv.base_url
         except BaseException:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from verifier.client import EndpointClient, EndpointError
-from verifier.endpoints import BuiltinServers, EndpointConfigError, EndpointSet, check_keys, default_endpoints
+from verifier.endpoints import BuiltinServers, BuiltinStartError, EndpointConfigError, EndpointSet, check_keys, default_endpoints
 from verifier.progress import Progress
 from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
 from verifier.store import ManifestEndpoint, ManifestSuite, RecordStore, RunManifest, StoreError, _first_line
@@ -318,6 +318,8 @@ def execute_run(settings: RunSettings) -> RunOutcome:
                                              settings_out, problems))
     except EndpointConfigError as e:
         raise InputError(str(e)) from None
+    except BuiltinStartError as e:
+        raise RunFailed([str(e)]) from None
     outcome.warnings = warnings + outcome.warnings
     return outcome
 

@@ -34,3 +34,11 @@ def test_builtin_endpoints_are_started_used_and_published_without_ports(tmp_path
     assert eps["fp8"].base_url == f"builtin:{ckpt}?kv=fp8" and eps["fp8"].builtin["kv"] == "fp8"
     assert eps["reference"].builtin["kv"] == "bf16" and eps["reference"].model == "ckpt"
     assert RunManifest.load(out).endpoints[1].source == f"builtin:{ckpt}?kv=fp8"
+
+
+def test_builtin_engine_that_cannot_start_is_one_line_exit_3(tmp_path):
+    res = CliRunner().invoke(app, ["run", "--reference", f"builtin:{tmp_path / 'missing'}", "--suite", "toolcall-core",
+                                   "--limit", "1", "--out", str(tmp_path / "r"), "--no-history", "-q"])
+    assert res.exit_code == 3
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: endpoint 'reference': the built-in engine") and "missing" in lines[0]
