@@ -292,6 +292,7 @@ class AgentKind:
         tools = env.tools()
         conv = Conversation(scenario, tools)
         streak = 0
+        used_ids: set[str] = set()
         # a window learnt from this endpoint's context error applies to its later trials too (not to others)
         window = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
         for step in range(scenario.step_budget):
@@ -343,7 +344,9 @@ class AgentKind:
                     calls, actions, turn = [], [], []
                     tool_msgs = []
                     for i, tc in enumerate(ex.tool_calls):
-                        call_id = tc.id or f"call_{step}_{i}"
+                        # ids must pair each tool result with its call: replace missing or repeated ones
+                        call_id = tc.id if tc.id and tc.id not in used_ids else f"call_{step}_{i}"
+                        used_ids.add(call_id)
                         outcome = env.call(tc.name or "", tc.arguments)
                         invalid = not outcome.valid
                         streak = streak + 1 if invalid else 0

@@ -365,6 +365,11 @@ def score_endpoint(
     result.notes.append(
         f"pass^k: tau-bench unbiased estimator C(c,k)/C(n,k) averaged over {len(per_scenario)} scenarios."
     )
+    if result.counts.get("stop:endpoint_error"):
+        result.notes.append(
+            f"{result.counts['stop:endpoint_error']} trial(s) ended on a request that failed after retries; "
+            "they count as failed tasks (a long run dies on one failed request)."
+        )
     if result.counts.get("unfinished_trials"):
         result.notes.append(f"{result.counts['unfinished_trials']} trial(s) never finished and are not scored.")
 

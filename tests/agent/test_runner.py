@@ -207,3 +207,21 @@ async def test_valid_but_wrong_calls_fail_the_task_without_invalid_steps(tmp_pat
     # fetch_next has no argument to get wrong, so the trajectories part at the second step
     assert cand.metrics["trajectory_divergence_step_median"].value == 2.0
     assert cand.disagreements[0].reference.startswith("assign(") and cand.disagreements[0].candidate.startswith("assign(")
+
+
+async def test_repeated_or_missing_tool_call_ids_are_made_unique(tmp_path: Path) -> None:
+    path = write_specs(tmp_path / "s.jsonl", [{"env": "tickets", "horizon": 10}])
+
+    def same_id(body: dict, ctx) -> Reply:
+        ids = [tc["id"] for m in body["messages"] if m["role"] == "assistant" for tc in m["tool_calls"]]
+        results = [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+        if len(set(ids)) != len(ids) or ids != results:
+            return Reply.error(400, f"ids not unique or unpaired: {ids} / {results}")
+        if len(ids) >= 4:
+            return Reply(content="stopping")
+        return Reply(tool_calls=[{"name": "queue_size", "arguments": "{}", "id": "dup"},
+                                 {"name": "queue_size", "arguments": "{}", "id": "dup"}])
+
+    _, _, recs, _ = await run_suite(tmp_path, same_id, str(path), {})
+    assert [r.extra.get("stop_reason") for r in recs] == [None, None, "final_answer"]
+    assert all(r.extra["n_calls"] == 2 for r in recs[:2])
