@@ -541,11 +541,15 @@ def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index:
         res.comparisons["expected_case_accuracy"] = _paired_comparison(
             "expected_case_accuracy", [_case_correct(a, c) for a, _, c in with_exp],
             [_case_correct(b, c) for _, b, c in with_exp], [c.id for _, _, c in with_exp])
-    lat_a = [a.record.latency_s for a, b in both_ok if a.record.latency_s is not None and b.record.latency_s is not None]
-    lat_b = [b.record.latency_s for a, b in both_ok if a.record.latency_s is not None and b.record.latency_s is not None]
-    if len(lat_a) > 1:
+    timed = [(a.record.latency_s, b.record.latency_s, b.record.case_id) for a, b in both_ok
+             if a.record.latency_s is not None and b.record.latency_s is not None]
+    if len(timed) > 1:
+        clusters = [c for _, _, c in timed]
+        repeated = len(set(clusters)) < len(clusters)  # resample whole cases when repeats are correlated
         res.comparisons["latency_mean_s"] = Comparison(
-            metric="latency_mean_s", difference=stats.paired_bootstrap_diff(lat_a, lat_b, n_boot=500), test="paired_bootstrap")
+            metric="latency_mean_s", test="paired_bootstrap",
+            difference=stats.paired_bootstrap_diff([x for x, _, _ in timed], [y for _, y, _ in timed],
+                                                   clusters=clusters if repeated else None, n_boot=500))
 
     _disagreements(res, pairs, cases)
 
