@@ -167,14 +167,18 @@ def _pick_splits(batch: int, num_kv_heads: int, max_tokens: int, device: torch.d
 def paged_decode_attention_impl(
     q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
     k_scales: torch.Tensor | None, v_scales: torch.Tensor | None,
-    block_tables: torch.Tensor, seq_lens: torch.Tensor, page_tags: torch.Tensor, expected_tags: torch.Tensor,
-    scale: float, *, num_splits: int | None = None, check_tags: bool = True, block_n: int | None = None,
+    block_tables: torch.Tensor, seq_lens: torch.Tensor, page_tags: torch.Tensor | None,
+    expected_tags: torch.Tensor | None, scale: float, *, num_splits: int | None = None, check_tags: bool = True,
+    block_n: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launcher behind ``triton_ops.paged_decode_attention``; extra knobs are for tests and benchmarks only.
 
-    ``check_tags=False`` exists so the benchmark can measure what the fused tag check costs; the engine never
-    turns it off (the flags then read all False).
+    ``check_tags=False`` exists so the benchmark can measure what the fused tag check costs (the flags then read all
+    False); passing ``page_tags``/``expected_tags`` as None does the same, as ``torch_ops`` allows.
     """
+    if page_tags is None or expected_tags is None:
+        check_tags = False
+        page_tags = expected_tags = block_tables  # never read: CHECK_TAGS is off
     check_device(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, page_tags, expected_tags)
     B, H, D = q.shape
     num_pages, page_size, Hkv, Dk = k_pages.shape
@@ -191,7 +195,8 @@ def paged_decode_attention_impl(
         raise ValueError("paged_decode_attention: pages must be contiguous in head_dim")
     q = q.contiguous() if q.stride(2) != 1 else q
     block_tables = block_tables.to(torch.int32)
-    expected_tags = expected_tags.to(torch.int64)
+    if check_tags:
+        expected_tags = expected_tags.to(torch.int64)
     seq_lens = seq_lens.to(torch.int32)
     group = H // Hkv
     max_pages = block_tables.shape[1]

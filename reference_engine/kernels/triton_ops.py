@@ -35,12 +35,14 @@ class Int4WeightLike(Protocol):
 def paged_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
                            k_scales: torch.Tensor | None, v_scales: torch.Tensor | None,
                            block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                           page_tags: torch.Tensor, expected_tags: torch.Tensor,
+                           page_tags: torch.Tensor | None, expected_tags: torch.Tensor | None,
                            scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One decode step of attention over paged K/V: ``q [B, H, D] -> (out [B, H, D], tag_mismatch [B] bool)``.
 
     ``tag_mismatch[b]`` is True when any page sequence ``b`` reads carries a tag other than ``expected_tags[b]`` (or
     its block-table entry is -1 / out of range); its output row is then meaningless and the engine must abort it.
+    Only pages within ``seq_lens[b]`` are checked (the pages the kernel reads).  With ``page_tags`` or
+    ``expected_tags`` None nothing is checked and the flags are all False.
     """
     return paged_decode_attention_impl(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens,
                                        page_tags, expected_tags, scale)

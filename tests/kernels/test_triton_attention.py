@@ -78,6 +78,10 @@ def test_tag_check_off_reports_nothing():
     pool.page_tags.add_(1)
     _, flags = paged_decode_attention_impl(*pool.args(0.25), check_tags=False)
     assert not flags.any()
+    args = list(pool.args(0.25))
+    args[7] = args[8] = None  # no tags given, as torch_ops allows
+    _, flags = triton_ops.paged_decode_attention(*args)
+    assert not flags.any()
     _, flags = paged_decode_attention_impl(*pool.args(0.25))
     assert flags.all()
 
