@@ -10,8 +10,13 @@ scenario's environment -> append the assistant message and one tool message per 
   exceed the configured ``max_prompt_tokens``;
 * ``endpoint_error``: the request failed for another reason after the client's retries.
 
-Every request is one :class:`ExchangeRecord` (kind ``agent_step``, ``repeat`` = trial, ``step`` = index); the last
-record of a trial carries ``extra.stop_reason`` and ``extra.success`` (the environment's check on the final state).
+Every request is one :class:`ExchangeRecord` (kind ``agent_step``, ``repeat`` = trial, ``step`` = index). ``extra``
+holds ``attempt``, ``env``, ``horizon``, ``messages`` / ``prompt_chars`` / ``trimmed_turns`` (what was sent),
+``n_calls``, ``n_invalid``, ``valid`` (all calls of the step well-formed; absent for a reply without calls),
+``error_kind`` (first error of the step, ``rejected`` included), ``calls`` (name, valid, error_kind per call),
+``actions`` (canonical ``name(args)`` per call, for divergence) and ``invalid_streak``; the last record of a trial
+adds ``stop_reason``, ``success`` (the environment's check on the final state), ``tool_calls_total`` and
+``invalid_total``.
 
 Resuming: a trial with a record carrying a stop reason is finished and never re-sent. A trial that was interrupted
 restarts from scratch as a new *attempt* (``extra.attempt``; ``variant`` = ``attempt<N>`` so record keys stay
@@ -357,8 +362,9 @@ class AgentKind:
                         tool_msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.result_text})
                     conv.add_turn([{"role": "assistant", "content": ex.content, "tool_calls": turn}, *tool_msgs])
                     n_invalid = sum(1 for c in calls if c["error_kind"] in INVALID_KINDS)
-                    extra.update(n_calls=len(calls), n_invalid=n_invalid, calls=calls, actions=actions,
-                                 invalid_streak=streak)
+                    first_error = next((c["error_kind"] for c in calls if c["error_kind"]), None)
+                    extra.update(n_calls=len(calls), n_invalid=n_invalid, valid=n_invalid == 0,
+                                 error_kind=first_error, calls=calls, actions=actions, invalid_streak=streak)
                     if streak >= opts.max_invalid_streak:
                         stop = "invalid_streak"
                     elif step + 1 >= scenario.step_budget:
