@@ -316,6 +316,10 @@ class EndpointClient:
                 except _BrokenStream as e:
                     ex = {"status": 200, "error_class": "broken_stream", "error_message": str(e)}
                     retry_after = None
+                except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
+                    ex = {"status": None, "error_class": "transport_error",
+                          "error_message": self._redact(f"{type(e).__name__}: {e}")}
+                    retry_after = None
                 ex["latency_s"] = time.perf_counter() - t0
             err = ex.get("error_class")
             retryable = err in ("rate_limited", "server_error", "timeout", "connection", "broken_stream")
