@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from verifier.records import Interval
 from verifier.summary_model import Series
 
-__all__ = ["history_chart", "latency_chart", "rates_chart", "series_chart", "series_title"]
+__all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title"]
 
 # A colour-blind-safe palette (Okabe-Ito); the reference is always drawn first, in black.
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
@@ -60,7 +60,16 @@ def _colour(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str) -> str:
+def colour_map(endpoints: Sequence[str]) -> dict[str, str]:
+    """One colour per endpoint for the whole report (reference first, so it is black everywhere)."""
+    return {e: _colour(i) for i, e in enumerate(endpoints)}
+
+
+def _pick(colours: Mapping[str, str] | None, endpoint: str, i: int) -> str:
+    return colours.get(endpoint, _colour(i)) if colours else _colour(i)
+
+
+def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str, colours: Mapping[str, str] | None = None) -> str:
     """Proportions with 95% CIs: one dot + error bar per (metric, endpoint), grouped by metric."""
     metrics = list(dict.fromkeys(m for m, _, _ in rows))
     endpoints = list(dict.fromkeys(e for _, e, _ in rows))
@@ -77,7 +86,7 @@ def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str) -> str:
                 lo = iv.value - iv.low if iv.low is not None else 0.0
                 hi = iv.high - iv.value if iv.high is not None else 0.0
                 ax.errorbar([iv.value], [y], xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", ms=4, capsize=3,
-                            color=_colour(endpoints.index(e)))
+                            color=_pick(colours, e, endpoints.index(e)))
                 ticks.append(y)
                 labels.append(f"{m} · {e} (n={iv.n})")
                 y -= 1.0
@@ -92,7 +101,8 @@ def series_title(name: str) -> str:
     return name.replace("_", " ")
 
 
-def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str) -> str:
+def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
+                 colours: Mapping[str, str] | None = None) -> str:
     """One Series name across endpoints: lines (steps for survival/CDF curves) with their CI bands."""
     step = any(w in name for w in ("survival", "cdf", "ecdf"))
     with matplotlib.rc_context(_RC):
@@ -102,7 +112,7 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str) -> str:
         for i, (endpoint, s) in enumerate(by_endpoint.items()):
             if not s.x:
                 continue
-            c = _colour(i)
+            c = _pick(colours, endpoint, i)
             drawstyle = "steps-post" if step else "default"
             ax.plot(s.x, s.y, color=c, drawstyle=drawstyle, marker=None if step or len(s.x) > 30 else "o", ms=3,
                     label=f"{endpoint}")
@@ -117,7 +127,8 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str) -> str:
         return _svg(fig, key)
 
 
-def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str) -> str:
+def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str,
+                  colours: Mapping[str, str] | None = None) -> str:
     """Latency distributions as empirical CDFs (log time axis), n per endpoint in the legend."""
     with matplotlib.rc_context(_RC):
         fig = _figure()
@@ -127,7 +138,7 @@ def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str) -> str:
             if not xs:
                 continue
             ys = [(j + 1) / len(xs) for j in range(len(xs))]
-            ax.plot(xs, ys, drawstyle="steps-post", color=_colour(i), label=f"{endpoint} (n={len(xs)})")
+            ax.plot(xs, ys, drawstyle="steps-post", color=_pick(colours, endpoint, i), label=f"{endpoint} (n={len(xs)})")
         ax.set_xscale("log")
         _plain_ticks(ax.xaxis)
         ax.set_xlabel("request latency, seconds (log scale)")
@@ -138,7 +149,7 @@ def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str) -> str:
 
 
 def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, float | None]]], metric: str,
-                  key: str) -> str:
+                  key: str, colours: Mapping[str, str] | None = None) -> str:
     """A metric over runs per endpoint: (started_at, value, low, high), CI as error bars, oldest left."""
     with matplotlib.rc_context(_RC):
         fig = _figure(7.0, 2.6)
@@ -151,7 +162,7 @@ def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, 
             lo = [p[1] - p[2] if p[2] is not None else 0.0 for p in pts]
             hi = [p[3] - p[1] if p[3] is not None else 0.0 for p in pts]
             ax.errorbar(xs, ys, yerr=[[max(v, 0) for v in lo], [max(v, 0) for v in hi]], fmt="-o", ms=3, capsize=2,
-                        color=_colour(i), label=endpoint)
+                        color=_pick(colours, endpoint, i), label=endpoint)
         step = max(1, len(runs) // 8)
         ax.set_xticks(range(0, len(runs), step), [runs[j][:10] for j in range(0, len(runs), step)])
         ax.set_xlabel("run (start date)")

@@ -175,6 +175,10 @@ def _ordered(endpoints: list[str], reference: str) -> list[str]:
     return sorted(endpoints, key=lambda e: (e != reference, endpoints.index(e)))
 
 
+def _colours(summary: RunSummary) -> dict[str, str]:
+    return charts.colour_map(_ordered([e.name for e in summary.endpoints], summary.reference))
+
+
 def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRecord], gate: GateResult) -> SuiteSection:
     manifest = summary.suites[suite_idx]
     results = [r for r in summary.results if r.suite == manifest.name]
@@ -202,12 +206,18 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
             ))
     slug = f"s{suite_idx}"
     chart_list: list[Chart] = []
+    colours = _colours(summary)
     rate_rows = [(m, e, by_ep[e].metrics[m]) for m in metrics for e in endpoints
                  if m in by_ep[e].metrics and metric_info(m).unit == "%" and by_ep[e].metrics[m].value is not None]
-    if rate_rows:
-        chart_list.append(Chart(id=f"{slug}-rates", title="Rates with 95% confidence intervals",
-                                svg=charts.rates_chart(rate_rows, f"{slug}-rates"),
-                                caption="Dot = estimate, bar = 95% CI; n = denominator."))
+    # rates against the reference first; rates against the suite's own labels (expected_*) in a chart of their own
+    for suffix, title, rows_ in (
+        ("rates", "Rates with 95% confidence intervals", [r for r in rate_rows if not r[0].startswith("expected_")]),
+        ("labels", "Rates against the suite's own labels, 95% CIs", [r for r in rate_rows if r[0].startswith("expected_")]),
+    ):
+        if rows_:
+            chart_list.append(Chart(id=f"{slug}-{suffix}", title=title,
+                                    svg=charts.rates_chart(rows_, f"{slug}-{suffix}", colours),
+                                    caption="Dot = estimate, bar = 95% CI; n = denominator."))
     series_names = list(dict.fromkeys(s.name for e in endpoints for s in by_ep[e].series if s.x))
     for j, name in enumerate(series_names):
         per: dict[str, Series] = {}
@@ -216,13 +226,13 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
                 if s.name == name and s.x:
                     per[e] = s
         cid = f"{slug}-series{j}"
-        chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid),
+        chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid, colours),
                                 caption="Shaded band = 95% CI where the scoring code provided one."))
     lat = _latencies(records, manifest.name)
     if any(lat.values()):
         lat = {e: lat[e] for e in _ordered(list(lat), summary.reference)}
         chart_list.append(Chart(id=f"{slug}-latency", title="Latency distribution",
-                                svg=charts.latency_chart(lat, f"{slug}-latency"),
+                                svg=charts.latency_chart(lat, f"{slug}-latency", colours),
                                 caption="Empirical CDF of successful requests' total latency, from records.jsonl."))
     notes = [(e, n) for e in endpoints for n in by_ep[e].notes]
     counts = [(e, k, v) for e in endpoints for k, v in sorted(by_ep[e].counts.items())]
@@ -275,7 +285,7 @@ def history_view(summary: RunSummary, db_path: Path, drift: DriftReport | None) 
             }
             cid = f"hist{i}-{j}"
             view.charts.append(Chart(id=cid, title=f"{metric_info(metric).label} over time · {suite}",
-                                     svg=charts.history_chart(pts, metric, cid),
+                                     svg=charts.history_chart(pts, metric, cid, _colours(summary)),
                                      caption=f"{len(runs)} runs from the history database; bars = 95% CI."))
     return view
 
