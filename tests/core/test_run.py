@@ -130,7 +130,7 @@ def test_kill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, scripted
     """A real SIGKILL of a running ``verifier run`` process, then ``--resume``: every exchange exactly once."""
     def slow(body, ctx):
         r = schema_responder(body, ctx)
-        r.delay_s = 0.03
+        r.delay_s = 0.1  # 60 exchanges at concurrency 2: >= 3 s, so the kill lands midway even on a loaded machine
         return r
 
     srv = scripted_server(slow)
