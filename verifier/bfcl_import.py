@@ -29,7 +29,7 @@ TYPE_MAP: dict[str, str | None] = {
     "integer": "integer", "int": "integer", "long": "integer", "short": "integer", "byte": "integer",
     "string": "string", "str": "string", "char": "string", "character": "string",
     "boolean": "boolean", "bool": "boolean",
-    "array": "array", "list": "array", "tuple": "array", "arraylist": "array",
+    "array": "array", "list": "array", "tuple": "array", "arraylist": "array", "set": "array",
     "any": None, "null": "null",
 }
 _NAME_OK = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
