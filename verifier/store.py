@@ -96,12 +96,12 @@ class RecordStore:
     def read(self, *, kind: str | None = None, suite: str | None = None) -> list[ExchangeRecord]:
         """All records, optionally filtered; validated into :class:`ExchangeRecord` (scoring wants types)."""
         out = []
+        # cheap pre-filter before a full parse, only for values that serialise verbatim (plain ASCII, no escapes)
+        needles = [f'"{k}":"{v}"'.encode() for k, v in (("kind", kind), ("suite", suite))
+                   if v is not None and v.isascii() and v.isprintable() and '"' not in v and "\\" not in v]
         for lineno, raw in self._lines():
-            if kind is not None or suite is not None:
-                # cheap pre-filter without a full parse: both fields serialise early and literally
-                if (kind is not None and f'"kind":"{kind}"'.encode() not in raw) or (
-                        suite is not None and f'"suite":{json.dumps(suite)}'.encode() not in raw):
-                    continue
+            if needles and not all(n in raw for n in needles):
+                continue
             try:
                 rec = ExchangeRecord.model_validate_json(raw)
             except ValueError as e:

@@ -80,3 +80,13 @@ def test_concurrent_appends_from_threads(tmp_path):
 def test_manifest_missing_is_clear(tmp_path):
     with pytest.raises(StoreError, match="no manifest.json"):
         RunManifest.load(tmp_path)
+
+
+def test_read_filters_unusual_suite_names(tmp_path):
+    with RecordStore(tmp_path / "r.jsonl") as st:
+        for name in ('ünïcode-suite', 'quote"d', "back\\slash", "plain"):
+            st.append(rec("c1", suite=name))
+        assert [r.suite for r in st.read(suite="ünïcode-suite")] == ["ünïcode-suite"]
+        assert [r.suite for r in st.read(suite='quote"d', kind="toolcall")] == ['quote"d']
+        assert [r.suite for r in st.read(suite="back\\slash")] == ["back\\slash"]
+        assert st.read(suite="plain", kind="agent_step") == []
