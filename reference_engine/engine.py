@@ -297,6 +297,10 @@ class Engine:
         logits = self.model.logits(hidden, "decode").cpu()
         for s in seqs:
             s.num_computed = len(s)
+            if s.num_computed % ps == 0:
+                # a page just filled with generated tokens: publish it, so the next turn of a conversation (whose
+                # prompt repeats this reply) can reuse it
+                self.blocks.register_full_pages(s)
         if self.config.check_page_tags:
             self.metrics.add(kv_tag_checks=len(seqs))
             bad = meta.tag_mismatch.cpu().tolist() if meta.tag_mismatch is not None else [False] * len(seqs)

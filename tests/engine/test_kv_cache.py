@@ -151,3 +151,17 @@ def test_check_tags_kernel():
     bt = torch.tensor([[0, 1, -1], [2, 3, -1]], dtype=torch.int32)
     et = torch.tensor([[5, 6, 0], [7, 9, 0]])
     assert torch_ops.check_tags(tags, bt, et).tolist() == [False, True]
+
+
+def test_generated_pages_are_cached_for_the_next_turn(llama_ckpt):
+    eng = make_engine(llama_ckpt, page_size=8)
+    first = Collector()
+    prompt = list(range(30, 50))                             # 20 tokens
+    eng.submit("t1", prompt, greedy(20), first)
+    eng.run_until_idle()
+    follow = Collector()
+    eng.submit("t2", prompt + first.tokens + [5, 6, 7], greedy(2), follow)   # 43 tokens: 5 full pages
+    eng.run_until_idle()
+    # 39 tokens have K/V (the last sampled token is never fed back): 4 full pages, two of them holding reply tokens;
+    # prefill alone would have published only 2
+    assert follow.finish.cached_tokens == 32
