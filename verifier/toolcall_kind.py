@@ -15,7 +15,7 @@ that one variant.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ class ToolcallSuite(LoadedSuite):
     stream_override: bool | None = None  # --stream/--no-stream: beats a line's own "stream"
     limit: int | None = None
     total_cases: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def _limit(options: dict[str, Any]) -> int | None:
