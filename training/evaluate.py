@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=300, help="first N toolcall-core cases")
     ap.add_argument("--variants", default="bf16,fp8kv,int4,fp8kv+int4")
     ap.add_argument("--agent", action="store_true", help="also run agent scenarios")
+    ap.add_argument("--agent-variants", default="bf16", help="variants that also run the agent scenarios")
     ap.add_argument("--agent-horizons", default="10,25")
     ap.add_argument("--agent-seeds", default="0,1,2,3,4", help="seeds per env and horizon (suite uses seed 0)")
     ap.add_argument("--concurrency", type=int, default=8)
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
             results = asyncio.run(run_toolcall(srv.base_url, cases, args.concurrency))
             entry: dict[str, Any] = {"toolcall": toolcall_metrics(results)}
             correct[name] = [r.correct for r in results]
-            if scenarios:
+            if scenarios and name in args.agent_variants.split(","):
                 ag = asyncio.run(run_agent(srv.base_url, scenarios))
                 entry["agent"] = agent_metrics(ag)
                 entry["agent_runs"] = [{"scenario": r.scenario, "success": r.success, "steps": r.steps,
@@ -223,11 +224,10 @@ def main(argv: list[str] | None = None) -> None:
               f"case {tc['case_accuracy']['value']} ({entry['wall_s']}s)", flush=True)
         if "agent" in entry:
             print(f"  agent: {json.dumps({h: v['task_success'] for h, v in entry['agent'].items()})}", flush=True)
-    text = json.dumps(report, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n")
-    else:
-        print(text)
+        if args.out:  # after every variant, so a slow run still leaves what it measured
+            args.out.write_text(json.dumps(report, indent=2) + "\n")
+    if not args.out:
+        print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

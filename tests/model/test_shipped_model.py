@@ -1,0 +1,125 @@
+"""The shipped checkpoint (reference_engine/models/verifier-tiny/): format, tokenizer, template, parity, behaviour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import jsonschema
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from reference_engine.launch import default_model_path, start_server
+from training.chat_format import CHAT_TEMPLATE, MARKER_TOKENS, SPECIAL_TOKENS, render
+
+MODEL_DIR: Path = default_model_path()
+CORE_SUITE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
+
+pytestmark = pytest.mark.skipif(not (MODEL_DIR / "model.safetensors").exists(),
+                                reason="shipped checkpoint not present")
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_forecast", "description": "Multi-day weather forecast.",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"},
+                                                    "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+                   "required": ["location", "days"]}}}]
+
+
+def test_checkpoint_files_and_size():
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                 "generation_config.json"):
+        assert (MODEL_DIR / name).is_file(), name
+    assert (MODEL_DIR / "model.safetensors").stat().st_size <= 20 * 1024 * 1024
+    cfg = json.loads((MODEL_DIR / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLM"]
+    # INT4 decode uses group size 128: every linear layer's input width must be a multiple of it
+    assert cfg["hidden_size"] % 128 == 0 and cfg["intermediate_size"] % 128 == 0
+
+
+def test_tokenizer_round_trips_and_keeps_markers():
+    tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    text = 'Ünïcode ✓ 東京 {"a": [1, 2.5e-3]}\n\ttabs  and  spaces <tool_call>{"name": "x"}</tool_call>'
+    enc = tok.encode(text, add_special_tokens=False)
+    assert tok.decode(enc.ids, skip_special_tokens=False) == text
+    for marker in MARKER_TOKENS + SPECIAL_TOKENS:
+        ids = tok.encode(marker, add_special_tokens=False).ids
+        assert len(ids) == 1, marker
+    # markers survive skip_special_tokens (the engine's parser needs them); control tokens do not
+    ids = tok.encode("<|im_start|>assistant\n<tool_call>{}</tool_call><|im_end|>", add_special_tokens=False).ids
+    assert tok.decode(ids, skip_special_tokens=True) == "assistant\n<tool_call>{}</tool_call>"
+
+
+def test_chat_template_renders_tools_and_tool_calls_identically_everywhere():
+    from transformers import AutoTokenizer
+
+    from reference_engine.chat_template import render_chat
+
+    cfg = json.loads((MODEL_DIR / "tokenizer_config.json").read_text())
+    assert cfg["chat_template"] == CHAT_TEMPLATE
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Forecast for Lima, 3 days"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_forecast", "arguments": json.dumps({"location": "Lima", "days": 3})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    ours = render(msgs, TOOLS, add_generation_prompt=True)
+    assert "get_forecast(location:string, days:integer)" in ours
+    assert '<tool_call>{"name": "get_forecast", "arguments": {"location": "Lima", "days": 3}}</tool_call>' in ours
+    assert "<tool_response>sunny</tool_response>" in ours and ours.endswith("<|im_start|>assistant\n")
+    engine = render_chat(cfg["chat_template"], msgs, tools=TOOLS, add_generation_prompt=True)
+    hf = AutoTokenizer.from_pretrained(str(MODEL_DIR)).apply_chat_template(
+        msgs, tools=TOOLS, add_generation_prompt=True, tokenize=False)
+    assert engine == ours == hf
+
+
+@pytest.fixture(scope="module")
+def fp32_server():
+    with start_server(weights="fp32", kv_dtype="fp32", prefix_cache=False) as srv:
+        yield srv
+
+
+def test_engine_logits_match_transformers(fp32_server):
+    from transformers import AutoModelForCausalLM
+
+    tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    prompt = render([{"role": "user", "content": "Forecast for Lima, 3 days"}], TOOLS, add_generation_prompt=True)
+    ids = tok.encode(prompt, add_special_tokens=False).ids
+    r = httpx.post(f"{fp32_server.base_url}/x/distributions", json={"prompt_token_ids": ids, "start": 1}, timeout=120)
+    r.raise_for_status()
+    import base64
+
+    import numpy as np
+
+    body = r.json()
+    engine = torch.from_numpy(np.frombuffer(base64.b64decode(body["logprobs_b64"]), dtype="<f4").reshape(body["shape"]).copy())
+    hf = AutoModelForCausalLM.from_pretrained(str(MODEL_DIR), torch_dtype=torch.float32)
+    with torch.no_grad():
+        ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0].float(), -1)[:-1]
+    assert engine.shape == ref.shape
+    torch.testing.assert_close(engine, ref, rtol=0, atol=2e-3)
+    assert torch.equal(engine.argmax(-1), ref.argmax(-1))
+
+
+def test_held_out_requests_produce_valid_tool_calls():
+    """Greedy answers on a few held-out toolcall-core cases (eval phrasings, one tool offered)."""
+    from verifier.suite_format import load_jsonl
+
+    cases = [c for c in load_jsonl(CORE_SUITE).cases
+             if c.expected is not None and len(c.body.get("tools") or []) == 1 and len(c.body["messages"]) == 2][:4]
+    assert len(cases) == 4
+    valid = 0
+    with start_server() as srv:
+        for c in cases:
+            body = {**c.body, "model": srv.model, "temperature": 0, "max_tokens": 160}
+            msg = httpx.post(f"{srv.base_url}/chat/completions", json=body, timeout=300).json()["choices"][0]["message"]
+            calls = msg.get("tool_calls") or []
+            if not calls:
+                continue
+            fn = calls[0]["function"]
+            schema = c.tools()[c.expected.tool]
+            try:
+                jsonschema.validate(json.loads(fn["arguments"]), schema)
+            except (json.JSONDecodeError, jsonschema.ValidationError):
+                continue
+            valid += fn["name"] == c.expected.tool
+    assert valid >= 3, f"only {valid}/4 held-out requests produced a valid call of the expected tool"

@@ -1,0 +1,120 @@
+"""The training pipeline's parts, on real (small) data: template, loss mask, packing, HF name parity."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, tool_call_text
+from training.corpus import agent_conversations, toolcall_conversations
+from training.model import TinyConfig, TinyLlama
+from training.tokenizer_train import train_tokenizer
+from training.train import encode, make_batches, masked_loss, pack
+
+
+@pytest.fixture(scope="module")
+def convs():
+    return list(toolcall_conversations(60, seed=5)) + list(agent_conversations(6, seed=6))
+
+
+@pytest.fixture(scope="module")
+def tok(convs):
+    return train_tokenizer([c.text() for c in convs], vocab_size=600)
+
+
+def test_corpus_uses_catalogue_train_templates_and_agent_oracles(convs):
+    sources = {c.source.split(":")[0] for c in convs}
+    assert sources == {"toolcall-catalog", "agent"}
+    # every conversation ends with a supervised assistant turn
+    assert all(c.messages[-1]["role"] == "assistant" for c in convs)
+
+
+def test_training_render_matches_engine_render(convs):
+    from reference_engine.chat_template import render_chat
+
+    for c in convs:
+        assert render(c.messages, c.tools) == render_chat(CHAT_TEMPLATE, c.messages, tools=c.tools,
+                                                          add_generation_prompt=False)
+
+
+def test_assistant_spans_cover_tool_call_and_end_of_turn():
+    msgs = [{"role": "user", "content": "weather in Oslo"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": json.dumps({"city": "Oslo"})}}]}]
+    text = render(msgs, [{"type": "function", "function": {"name": "w", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+    (a, b), = assistant_spans(text)
+    assert text[a:b] == tool_call_text("w", {"city": "Oslo"}) + "<|im_end|>"
+    assert "w(city:string)" in text
+
+
+def test_loss_mask_marks_exactly_assistant_tokens(convs, tok):
+    c = convs[0]
+    text = c.text()
+    doc = encode(tok, text)
+    supervised = tok.decode(doc.ids[doc.mask].tolist(), skip_special_tokens=False)
+    expected = "".join(text[a:b] for a, b in assistant_spans(text))
+    assert supervised == expected
+
+
+def test_packing_keeps_documents_apart(convs, tok):
+    docs = [encode(tok, c.text()) for c in convs[:20]]
+    ids, tmask, pos, doc = pack(docs, 1024, pad_id=0, seed=0)
+    assert int(tmask.sum()) == sum(int(d.mask.sum()) for d in docs)
+    for r in range(ids.shape[0]):
+        for k in doc[r].unique().tolist():
+            sel = doc[r] == k
+            p = pos[r][sel]
+            assert torch.equal(p, torch.arange(len(p)))  # positions restart at every document
+    batches = make_batches(docs, 1024, 384, 1536, pad_id=0, seed=0)
+    assert batches and all(b[0].numel() <= 1536 for b in batches)
+
+
+def test_packed_forward_equals_separate_forward():
+    torch.manual_seed(0)
+    m = TinyLlama(TinyConfig(vocab_size=128, hidden_size=128, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2))
+    a, b = torch.randint(0, 128, (1, 7)), torch.randint(0, 128, (1, 5))
+    ids = torch.cat([a, b], 1)
+    pos = torch.cat([torch.arange(7), torch.arange(5)])[None]
+    doc = torch.tensor([[0] * 7 + [1] * 5])
+    with torch.no_grad():
+        packed = m(ids, pos, doc)
+        torch.testing.assert_close(packed[:, :7], m(a), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(packed[:, 7:], m(b), rtol=1e-4, atol=1e-5)
+
+
+def test_state_dict_loads_into_transformers_llama_with_equal_logits():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = TinyConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2)
+    mine = TinyLlama(cfg)
+    hf_cfg = {k: v for k, v in cfg.to_hf(eos_token_id=2, pad_token_id=0, bos_token_id=None).items()
+              if k not in ("architectures", "model_type", "torch_dtype")}
+    hf = LlamaForCausalLM(LlamaConfig(**hf_cfg))
+    hf.load_state_dict(mine.state_dict(), strict=True)
+    x = torch.randint(0, 256, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(mine(x), hf(x).logits, rtol=1e-4, atol=1e-4)
+
+
+def test_masked_loss_ignores_prompt_tokens():
+    torch.manual_seed(0)
+    m = TinyLlama(TinyConfig(vocab_size=64, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
+                             num_attention_heads=4, num_key_value_heads=2))
+    ids = torch.randint(0, 64, (1, 10))
+    tmask = torch.zeros(1, 10, dtype=torch.bool)
+    tmask[0, 6:] = True
+    pos, doc = torch.arange(10)[None], torch.zeros(1, 10, dtype=torch.long)
+    loss = masked_loss(m, ids, tmask, pos, doc)
+    loss.backward()
+    assert np.isfinite(loss.item())
+    with torch.no_grad():
+        logits = m(ids)
+    ref = torch.nn.functional.cross_entropy(logits[0, 5:9], ids[0, 6:10])
+    torch.testing.assert_close(loss.detach(), ref, rtol=1e-5, atol=1e-5)
