@@ -104,7 +104,8 @@ def series_title(name: str) -> str:
 def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
                  colours: Mapping[str, str] | None = None) -> str:
     """One Series name across endpoints: lines (steps for survival/CDF curves) with their CI bands."""
-    step = any(w in name for w in ("survival", "cdf", "ecdf"))
+    lname = name.lower()
+    step = any(w in lname for w in ("survival", "cdf"))
     with matplotlib.rc_context(_RC):
         fig = _figure()
         ax = fig.add_subplot()
@@ -118,7 +119,9 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
                     label=f"{endpoint}")
             if s.low is not None and s.high is not None and len(s.low) == len(s.x) == len(s.high):
                 ax.fill_between(s.x, s.low, s.high, color=c, alpha=0.15, step="post" if step else None, linewidth=0)
-        if "kl" in name and any(v > 0 for s in by_endpoint.values() for v in s.x) and not step:
+            elif s.high is not None and len(s.high) == len(s.x):  # an upper reference line only (e.g. cache bound)
+                ax.plot(s.x, s.high, color=c, linestyle="--", linewidth=1, label=f"{endpoint} (upper line)")
+        if "kl" in lname and any(v > 0 for s in by_endpoint.values() for v in s.x) and not step:
             ax.set_xscale("symlog", linthresh=1e-4)
             _plain_ticks(ax.xaxis)
         ax.set_xlabel(any_s.x_label or "x")

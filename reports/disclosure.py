@@ -18,7 +18,7 @@ from verifier.gate import GateResult
 from verifier.records import Interval, SuiteManifest
 from verifier.summary_model import EndpointInfo, RunSummary
 
-__all__ = ["DisclosureCard", "build_cards", "redact_url", "safe_filename", "write_cards"]
+__all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "redact_url", "safe_filename", "write_cards"]
 
 _SECRET_PARAM = re.compile(r"(key|token|secret|sig|signature|password|auth)", re.I)
 
@@ -80,6 +80,28 @@ class DisclosureCard(BaseModel):
     not_measured: list[str] = Field(default_factory=list)
 
 
+def _fingerprint(summary: RunSummary, endpoint: str) -> Any:
+    """The run-level fingerprint if the runner set one, else what logprob scoring left in its result's extra."""
+    if endpoint in summary.fingerprints:
+        return summary.fingerprints[endpoint]
+    found = {r.suite: r.extra["fingerprint"] for r in summary.results
+             if r.endpoint == endpoint and isinstance(r.extra.get("fingerprint"), dict)}
+    return found or None
+
+
+def fingerprint_text(fp: Any) -> str:
+    """A fingerprint as one readable line: the verdict and distance, not the raw ranking table."""
+    if fp is None:
+        return "not measured"
+    if isinstance(fp, dict) and "verdict" in fp:
+        dist = fp.get("distance")
+        extra = f" (distance {dist:.3g})" if isinstance(dist, int | float) else ""
+        return f"closest profile: {fp['verdict']}{extra}" + (f"; {fp['reason']}" if fp.get("reason") else "")
+    if isinstance(fp, dict) and all(isinstance(v, dict) for v in fp.values()):
+        return "; ".join(f"{suite}: {fingerprint_text(v)}" for suite, v in fp.items())
+    return str(fp)
+
+
 def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str]) -> list[DisclosureCard]:
     """One card per endpoint; ``headline`` metrics absent from every suite are listed as not measured."""
     ref = next((e for e in summary.endpoints if e.name == summary.reference), None)
@@ -99,7 +121,7 @@ def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str
                 verifier_version=summary.verifier_version,
                 suites=[s for s in summary.suites if s.name in suite_names],
                 results=[SuiteResultCard(suite=r.suite, metrics=r.metrics, notes=r.notes) for r in mine],
-                fingerprint=summary.fingerprints.get(ep.name),
+                fingerprint=_fingerprint(summary, ep.name),
                 gate_status=gate.endpoint_status(ep.name) if gate is not None else None,
                 gate_policy=gate.policy if gate is not None else None,
                 not_measured=[m for m in headline if m not in present and not (m == "pass^k" and any(

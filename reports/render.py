@@ -22,7 +22,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from reports.disclosure import DisclosureCard, build_cards, redact_url, write_cards
+from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, redact_url, write_cards
 from verifier.drift import DriftReport, detect_drift
 from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.history import load_frame, load_summary
@@ -227,7 +227,8 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
                     per[e] = s
         cid = f"{slug}-series{j}"
         chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid, colours),
-                                caption="Shaded band = 95% CI where the scoring code provided one."))
+                                caption="Shaded band = 95% CI where the scoring code provided one; dashed = an upper line "
+                                        "named on the y axis (e.g. the cache bound)."))
     lat = _latencies(records, manifest.name)
     if any(lat.values()):
         lat = {e: lat[e] for e in _ordered(list(lat), summary.reference)}
@@ -337,7 +338,9 @@ def render_html(
          "builtin": e.builtin, "is_reference": e.name == summary.reference}
         for e in summary.endpoints
     ]
-    html = _template_env().get_template("report.html.j2").render(
+    env = _template_env()
+    env.filters["fingerprint"] = fingerprint_text
+    html = env.get_template("report.html.j2").render(
         s=summary,
         endpoints=endpoints,
         columns=VERDICT_COLUMNS,

@@ -127,7 +127,8 @@ def test_disclosure_cards_written_without_secrets(rendered) -> None:
     card = json.loads((run / "disclosure-fp8-kv.json").read_text())
     assert card["measured_against"]["name"] == "ref"
     assert {s["content_hash"] for s in card["suites"]} == {"a" * 64, "b" * 64, "c" * 64}
-    assert card["fingerprint"] == {"closest": "fp8-kv", "distance": 0.01}
+    assert card["fingerprint"]["logprob-core"]["verdict"] == "fp8-kv"
+    assert "closest profile: fp8-kv (distance 0.012)" in html
     assert "cache_hit_rate" in card["not_measured"]
     assert card["endpoint"]["api_key_env"] == "PROVIDER_KEY"
     for path in [*cards, run / "report.html"]:
