@@ -9,6 +9,7 @@ the cast exact on both back ends and the result identical to PyTorch's round-to-
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -38,10 +39,18 @@ def check_device(*tensors: torch.Tensor | None) -> None:
 
 
 def sm_count(device: torch.device) -> int:
-    """Number of streaming multiprocessors, used to size split-K / split-KV grids (a fixed small number on the CPU)."""
+    """Number of streaming multiprocessors, used to size split-K / split-KV grids.
+
+    On the CPU (interpreter) it is 1: every extra program costs milliseconds there, and the tests exercise splitting
+    through explicit ``split_k`` / ``num_splits`` arguments instead."""
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
+        return _cuda_sm_count(device.index if device.index is not None else torch.cuda.current_device())
+    return 1
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @triton.jit
