@@ -50,7 +50,9 @@ __all__ = [
 Z95 = 1.959963984540054
 
 #: Speed is not identity: latency moves with load and network, so it is left out of drift unless asked for.
-DEFAULT_EXCLUDED = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "ttft_p50_s", "cache_bound")
+DEFAULT_EXCLUDED = (
+    "latency_p50_s", "latency_p95_s", "latency_p99_s", "latency_mean_s", "ttft_p50_s", "tokens_per_s", "cache_bound",
+)
 
 
 class DriftSettings(BaseModel):
