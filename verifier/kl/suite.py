@@ -235,8 +235,15 @@ class LogprobKind:
                                                "logprobs": top_k})
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="generate",
                              extra={"api": "completions", "method": "completions_logprobs", "top_k": top_k})
-        if case.kind != "text":
-            return
+        prompt_text = case.prompt
+        if case.kind == "chat":
+            tok = self._template(ctx)
+            if tok is None:
+                return  # chat prompts are teacher-forced only where the chat template is known
+            try:
+                prompt_text = tok.render_chat(case.messages or [], case.tools)
+            except Exception:  # noqa: BLE001 - a template that rejects the case: decode path only
+                return
         continuation = case.continuation
         if continuation is None:
             ref_gen = self._find(ctx, suite, case.id, ctx.reference, "generate")
@@ -248,10 +255,10 @@ class LogprobKind:
                 continuation = _choice(ref_gen).get("text") or ""
         if not continuation:
             return
-        text = case.prompt + continuation
+        text = prompt_text + continuation
         # forced path, exact distributions (built-in engine)
         if probe.supported("exact") and key("forced_exact") not in done:
-            await self._exact(suite, case, ep, is_ref, text, ctx)
+            await self._exact(suite, case, ep, is_ref, prompt_text, text, ctx)
         # forced path, top-k logprobs
         if probe.supported("completions_echo") and key("forced_echo") not in done:
             mt = probe.methods["completions_echo"].max_tokens or 0
@@ -265,7 +272,23 @@ class LogprobKind:
             self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_vllm",
                          extra={"method": "vllm_prompt_logprobs", "continuation": continuation, "top_k": top_k})
 
-    async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, text: str, ctx: Any) -> None:
+    def _template(self, ctx: Any) -> Any:
+        """The reference model's tokenizer + chat template when known (shipped model, or --option tokenizer=DIR)."""
+        if not hasattr(self, "_tok_cache"):
+            self._tok_cache: dict[tuple, Any] = {}
+        model = ctx.clients[ctx.reference].config.model
+        key = (model, ctx.options.get("tokenizer"))
+        if key not in self._tok_cache:
+            from verifier.token_accounting import TokenizerUnavailable, tokenizer_for
+
+            try:
+                self._tok_cache[key] = tokenizer_for(model, ctx.options.get("tokenizer"))
+            except TokenizerUnavailable:
+                self._tok_cache[key] = None
+        return self._tok_cache[key]
+
+    async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str, text: str,
+                     ctx: Any) -> None:
         """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
         client = ctx.clients[ep]
         store_dir = Path(ctx.run_dir) / "kl_exact" / suite
@@ -273,7 +296,7 @@ class LogprobKind:
         ref_file = store_dir / f"{case.id}.npz"
         extra: dict[str, Any] = {"method": "exact"}
         if is_ref:
-            _, head, ex0 = await client.post_json("/x/distributions", {"prompt": case.prompt, "prompt_token_ids": None,
+            _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
                                                                          "start": 1})
             if head is None:
                 self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
