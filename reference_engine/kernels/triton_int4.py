@@ -58,7 +58,8 @@ def _int4_gemv_kernel(
     j = tl.arange(0, BLOCK_K // 2)
     k_start = pid_k * k_per_split
     k_end = tl.minimum(K, k_start + k_per_split)
-    acc = tl.zeros([BLOCK_N], tl.float32)
+    # 2-D accumulator, reduced across K once at the end: no cross-thread reduction inside the loop
+    acc2 = tl.zeros([BLOCK_N, BLOCK_K // 2], tl.float32)
     for k0 in range(k_start, k_end, BLOCK_K):
         kb = k0 // 2 + j
         kmask = 2 * kb < k_end
@@ -70,13 +71,11 @@ def _int4_gemv_kernel(
         xo = tl.load(x_ptr + 2 * kb + 1, mask=kmask, other=0.0).to(tl.float32)
         if SCALE_PER_BLOCK:
             g = k0 // GROUP
-            s = tl.load(s_ptr + n64 * stride_sn + g, mask=nmask, other=0.0).to(tl.float32)
+            s = tl.load(s_ptr + n64 * stride_sn + g, mask=nmask, other=0.0).to(tl.float32)[:, None]
             if HAS_ZEROS:
-                z = tl.load(z_ptr + n64 * stride_zn + g, mask=nmask, other=0).to(tl.float32)
+                z = tl.load(z_ptr + n64 * stride_zn + g, mask=nmask, other=0).to(tl.float32)[:, None]
             else:
                 z = 8.0
-            dotp = tl.sum(lo * xe[None, :] + hi * xo[None, :], 1) - z * tl.sum(xe + xo, 0)
-            acc += s * dotp
         else:
             g = (2 * kb) // GROUP
             s = tl.load(s_ptr + n64[:, None] * stride_sn + g[None, :], mask=wmask, other=0.0).to(tl.float32)
@@ -84,7 +83,8 @@ def _int4_gemv_kernel(
                 z = tl.load(z_ptr + n64[:, None] * stride_zn + g[None, :], mask=wmask, other=0).to(tl.float32)
             else:
                 z = 8.0
-            acc += tl.sum(s * ((lo - z) * xe[None, :] + (hi - z) * xo[None, :]), 1)
+        acc2 += s * ((lo - z) * xe[None, :] + (hi - z) * xo[None, :])
+    acc = tl.sum(acc2, 1)
     if SPLIT:
         _split_k_epilogue(acc, part_ptr, lock_ptr + pid_n, out_ptr, n, nmask, pid_k, num_splits, stride_osplit)
     else:

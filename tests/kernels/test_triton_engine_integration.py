@@ -8,11 +8,15 @@ import pytest
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
 
 from reference_engine import kernels
-from reference_engine.config import EngineConfig
-from reference_engine.engine import Engine, ErrorEvent, TokenEvent
 from reference_engine.kernels import torch_ops, triton_ops
-from reference_engine.sequence import SamplingParams
-from reference_engine.tiny_checkpoint import build_checkpoint
+
+try:  # the engine needs tokenizers/safetensors/jinja2, which a bare GPU box running gpu_check.sh may lack
+    from reference_engine.config import EngineConfig
+    from reference_engine.engine import Engine, ErrorEvent, TokenEvent
+    from reference_engine.sequence import SamplingParams
+    from reference_engine.tiny_checkpoint import build_checkpoint
+except ImportError as exc:  # pragma: no cover - depends on the machine
+    pytest.skip(f"reference engine not importable here: {exc}", allow_module_level=True)
 
 PROMPTS = [list(range(5, 26)), list(range(40, 49)), list(range(60, 79))]
 NEW_TOKENS = 4
