@@ -48,9 +48,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
+        xf = x if x.dtype == torch.float32 else x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+        return self.weight * (xf if xf.dtype == x.dtype else xf.to(x.dtype))
 
 
 def rope_inv_freq(rope: RopeConfig, head_dim: int) -> torch.Tensor:
@@ -79,10 +79,13 @@ class Rotary(nn.Module):
         self.register_buffer("cos", freqs.cos(), persistent=False)
         self.register_buffer("sin", freqs.sin(), persistent=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [T, 1, D/2] for these positions: looked up once per forward, shared by all layers."""
+        return self.cos[positions][:, None, :].to(dtype), self.sin[positions][:, None, :].to(dtype)
+
+    @staticmethod
+    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [T, heads, D], rotate-half convention (as HF)."""
-        cos = self.cos[positions][:, None, :].to(x.dtype)
-        sin = self.sin[positions][:, None, :].to(x.dtype)
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -131,7 +134,8 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
 
-    def forward(self, x, positions, rotary: Rotary, pool: KVPool, meta: AttnMetadata, phase: str) -> torch.Tensor:
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], pool: KVPool, meta: AttnMetadata,
+                phase: str) -> torch.Tensor:
         t = x.shape[0]
         qkv = self.qkv_proj(x, phase)
         q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
@@ -140,18 +144,21 @@ class Attention(nn.Module):
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(q, positions), rotary(k, positions)
+        q, k = Rotary.apply(q, *rope), Rotary.apply(k, *rope)
         kp, vp, ks, vs = pool.layer(self.layer)
         kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping)
         if meta.prefill is not None:
             out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
         else:
+            # Tags cannot change between layers of one step (one engine thread), so on CPU the first layer's check
+            # covers the step; fused GPU kernels check in every layer at no extra cost.
+            check = meta.check_tags and (self.layer == 0 or q.device.type != "cpu")
             out, mismatch = kernels.paged_decode_attention(
                 q, kp, vp, ks, vs, meta.block_tables, meta.seq_lens,
-                pool.page_tags if meta.check_tags else None,
-                meta.expected_tags if meta.check_tags else None, self.scale,
+                pool.page_tags if check else None, meta.expected_tags if check else None, self.scale,
             )
-            meta.tag_mismatch = mismatch if meta.tag_mismatch is None else (meta.tag_mismatch | mismatch)
+            if check:
+                meta.tag_mismatch = mismatch if meta.tag_mismatch is None else (meta.tag_mismatch | mismatch)
         return self.o_proj(out.reshape(t, self.q_size), phase)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:
@@ -194,8 +201,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn, self.mlp = attn, mlp
 
-    def forward(self, x, positions, rotary, pool, meta, phase):
-        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, pool, meta, phase)
+    def forward(self, x, rope, pool, meta, phase):
+        x = x + self.self_attn(self.input_layernorm(x), rope, pool, meta, phase)
         return x + self.mlp(self.post_attention_layernorm(x), phase)
 
 
@@ -220,8 +227,9 @@ class CausalLM(nn.Module):
                 phase: str) -> torch.Tensor:
         """Hidden states [T, hidden] after the final norm; K/V of all T tokens are written to the pool."""
         x = self.embed_tokens(input_ids)
+        rope = self.rotary.tables(positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, positions, self.rotary, pool, meta, phase)
+            x = layer(x, rope, pool, meta, phase)
         return self.norm(x)
 
     @torch.inference_mode()

@@ -59,17 +59,21 @@ def paged_decode_attention(
     if k_scales is not None:
         k = k.to(q.dtype) * k_scales[idx][:, :, None, :, None].to(q.dtype)
         v = v.to(q.dtype) * v_scales[idx][:, :, None, :, None].to(q.dtype)
-    else:
+    elif k.dtype != q.dtype:
         k = k.to(q.dtype)
         v = v.to(q.dtype)
     k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1)          # [B, KVH, D, L]
     v = v.reshape(b, -1, kvh, d).transpose(1, 2)              # [B, KVH, L, D]
     # grouped-query attention without expanding K/V: the G query heads of a KV head share one matmul
-    scores = torch.matmul(q.reshape(b, kvh, group, d), k).float() * scale   # [B, KVH, G, L]
+    scores = torch.matmul(q.reshape(b, kvh, group, d), k) * scale          # [B, KVH, G, L]
+    if scores.dtype != torch.float32:
+        scores = scores.float()
     pos = torch.arange(scores.shape[-1], device=q.device)
     hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
     scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(v.dtype)
+    probs = torch.softmax(scores, dim=-1)
+    if probs.dtype != v.dtype:
+        probs = probs.to(v.dtype)
     out = torch.matmul(probs, v).reshape(b, h, d)
     if mismatch.any():
         out = out.masked_fill(mismatch[:, None, None], 0.0)
