@@ -154,3 +154,13 @@ def test_bad_summary_is_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text('{"run_id": 5}')
     with pytest.raises(HistoryError, match=r"summary\.json: field "):
         render_report(tmp_path)
+
+
+def test_run_with_no_results_renders_not_measured(tmp_path: Path) -> None:
+    summary, _ = make_summary()
+    summary.results = []
+    html = render_report(write_run(tmp_path / "empty", summary)).read_text()
+    table = re.search(r'id="verdict-table">(.*?)</table>', html, re.S).group(1)
+    assert table.count("not measured") == 3 * len(VERDICT_COLUMNS)
+    assert "No results were scored for this suite." in html
+    assert "No disagreements were recorded" in html
