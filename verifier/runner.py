@@ -302,6 +302,7 @@ def execute_run(settings: RunSettings) -> RunOutcome:
                                  f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
     if run_dir is None:
         run_dir = new_run_dir(s.out)
+        s.out = run_dir  # so an interrupted caller can say where to --resume
     problems: list[InputProblem] = []
     for _, _, suite in loaded:
         problems += list(getattr(suite, "problems", []) or [])
