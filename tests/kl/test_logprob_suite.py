@@ -64,14 +64,17 @@ def test_logprob_suite_against_toy_models(tmp_path: Path) -> None:
     assert by["ref"].is_reference
     same, noisy, nolp = by["same"], by["noisy"], by["nolp"]
     # identical model: KL ~ 0, same top everywhere; forced path via completions echo is the headline
-    assert same.extra["method"] == "completions_echo" and same.extra["headline_path"] == "forced"
+    # headline = decode path (ordinary chat/completions requests); forced path kept as forced_*
+    assert same.extra["headline_path"] == "decode" and set(same.extra["paths"]["forced"]["methods"]) == {"completions_echo"}
     assert same.metrics["kl_mean"].value == pytest.approx(0.0, abs=1e-9)
-    assert same.metrics["same_top"].value == 1.0
-    assert noisy.metrics["kl_mean"].value > 0.01
-    assert noisy.metrics["kl_mean"].n == noisy.counts["forced_positions"] > 0
+    assert same.metrics["forced_kl_mean"].value == pytest.approx(0.0, abs=1e-9)
+    assert same.metrics["same_top"].value == 1.0 and same.metrics["greedy_diverged"].value == 0.0
+    assert noisy.metrics["forced_kl_mean"].value > 0.01
+    assert noisy.metrics["forced_kl_mean"].n == noisy.counts["forced_positions"] > 0
+    assert noisy.metrics["kl_mean"].n == noisy.counts["decode_positions"] > 0
     assert noisy.metrics["kl_mean"].low <= noisy.metrics["kl_mean"].value <= noisy.metrics["kl_mean"].high
-    assert "decode_kl_mean" in noisy.metrics and "decode_diverged" in noisy.metrics
-    for name in ("kl_median", "kl_p99", "delta_p_rms", "ln_ppl_ratio"):
+    assert "greedy_diverged" in noisy.metrics
+    for name in ("kl_median", "kl_p99", "delta_p_rms", "ln_ppl_ratio", "forced_kl_p99"):
         assert name in noisy.metrics
     # the endpoint without logprobs is reported as such, never as KL 0
     assert "kl_mean" not in nolp.metrics
@@ -86,4 +89,4 @@ def test_logprob_suite_against_toy_models(tmp_path: Path) -> None:
             for j in range(len(prompt), len(full)):
                 exact.append(float(exact_kl(ref_lm.dist(full[:j])[None], noisy_lm.dist(full[:j])[None])[0]))
     assert len(exact) == noisy.counts["forced_positions"]
-    assert noisy.metrics["kl_mean"].value == pytest.approx(np.mean(exact), rel=0.1)
+    assert noisy.metrics["forced_kl_mean"].value == pytest.approx(np.mean(exact), rel=0.1)

@@ -18,6 +18,7 @@ from verifier.kl.fingerprint import load_library, make_profile, match
 from verifier.kl.probe import ProbeResult
 from verifier.kl.stats import KLStats, kl_cdf_series, kl_statistics
 from verifier.records import ExchangeRecord, Interval
+from verifier.stats import wilson
 from verifier.summary_model import EndpointSuiteResult
 
 FORCED_VARIANTS = ("forced_exact", "forced_echo", "forced_vllm")
@@ -190,7 +191,10 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
             res.notes.append(_no_logprobs_note(probe))
             results.append(res)
             continue
-        headline = "forced" if "forced" in have else "decode"
+        # The decode path is the headline when measured: it is what generated tokens go through (a
+        # decode-only quantization, e.g. INT4 decode weights or a KV cache read back in low precision,
+        # leaves the teacher-forced prefill path untouched) and it is the ordinary-looking request.
+        headline = "decode" if "decode" in have else "forced"
         res.extra["method"] = ",".join(sorted(have[headline].methods))
         res.extra["headline_path"] = headline
         res.extra["paths"] = {}
@@ -207,16 +211,19 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
         if decode.first_divergence:
             vals = [v for v in decode.first_divergence.values() if v is not None]
             res.extra["first_divergence"] = decode.first_divergence
-            res.metrics["decode_diverged"] = Interval(value=len(vals) / len(decode.first_divergence),
-                                                      n=len(decode.first_divergence), method="proportion")
+            res.metrics["greedy_diverged"] = wilson(len(vals), len(decode.first_divergence))
             if vals:
-                res.metrics["decode_first_divergence_median"] = Interval(value=float(np.median(vals)), n=len(vals),
-                                                                         method="median")
+                res.metrics["first_divergence_median"] = Interval(value=float(np.median(vals)), n=len(vals),
+                                                                  method="median")
         if forced.topk_est:
             res.extra["topk_error_vs_exact"] = _topk_error_table(forced)
-        if headline == "forced" and "forced" in have:
-            res.notes.append("forced (teacher-forced) figures run the prompt/prefill path; a quantization applied "
-                             "only when decoding shows in the decode_* figures")
+        if "forced" in have and headline == "decode":
+            res.notes.append("kl_* figures: decode path (greedy generation, common prefix with the reference); "
+                             "forced_* figures: teacher-forced prompt/prefill path (" + ",".join(sorted(forced.methods))
+                             + "), which a decode-only quantization does not reach")
+        elif headline == "forced":
+            res.notes.append("kl_* figures: teacher-forced prompt/prefill path only (no decode-path logprobs); a "
+                             "quantization applied only when decoding would not show here")
         profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items()})
         res.extra["profile"] = profile.model_dump()
         res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash).model_dump()
