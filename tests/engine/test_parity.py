@@ -95,3 +95,27 @@ def test_unsupported_architecture_is_a_clear_error(tmp_path, llama_ckpt):
     (bad / "config.json").write_text("{\n  \"architectures\": [\n")
     with pytest.raises(ConfigError, match="config.json: line"):
         load_model(bad)
+
+
+def test_shipped_model_loads_and_matches_transformers():
+    """The shipped checkpoint goes through the same loader with no special case, and agrees with transformers."""
+    from reference_engine.launch import default_model_path
+
+    path = default_model_path()
+    if not (path / "config.json").exists():
+        pytest.skip("shipped model not built yet")
+    eng = make_engine(path)
+    from reference_engine.chat_template import render_chat
+
+    text = render_chat(eng.tokenizer.chat_template, [{"role": "user", "content": "What is the weather in Paris?"}],
+                       tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {
+                           "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
+    prompt = eng.tokenizer.encode(text)
+    dec = Collector()
+    eng.submit("dec", prompt, greedy(8, logprobs=True, top_logprobs=5), dec)
+    eng.run_until_idle()
+    ref = hf_logprobs(path, prompt + dec.tokens)
+    for step, ch in enumerate(dec.choices):
+        row = ref[len(prompt) - 1 + step]
+        assert abs(ch.logprob - float(row[ch.token_id])) < 1e-4
+        assert ch.token_id == int(row.argmax())

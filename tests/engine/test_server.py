@@ -260,3 +260,20 @@ def test_admission_control_429_and_503(ckpt_factory):
         big = httpx.post(srv.base_url + "/completions", json={**body, "prompt": list(range(5, 200)), "max_tokens": 1})
         assert big.status_code == 400 and "pool" in big.json()["error"]["message"]
         assert srv.engine.blocks.num_free == srv.engine.pool.num_pages
+
+
+def test_stream_logprobs_and_top_p(rand_srv):
+    c = client(rand_srv)
+    stream = c.chat.completions.create(model=rand_srv.model, messages=MSG, max_tokens=6, temperature=0, stream=True,
+                                       logprobs=True, top_logprobs=3, extra_body={"ignore_eos": True})
+    entries = [e for ch in stream if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    assert len(entries) == 6 and all(len(e.top_logprobs) == 3 for e in entries)
+    plain = c.chat.completions.create(model=rand_srv.model, messages=MSG, max_tokens=6, temperature=0, logprobs=True,
+                                      extra_body={"ignore_eos": True})
+    assert [e.logprob for e in entries] == pytest.approx([e.logprob for e in plain.choices[0].logprobs.content],
+                                                          abs=1e-5)
+    # a tiny top_p keeps only the most likely token: sampling at temperature 1 then equals greedy
+    texts = {c.chat.completions.create(model=rand_srv.model, messages=MSG, max_tokens=6, temperature=1.0,
+                                       top_p=1e-6, seed=s, extra_body={"ignore_eos": True}).choices[0].message.content
+             for s in (1, 2, 3)}
+    assert texts == {plain.choices[0].message.content}
