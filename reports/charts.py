@@ -40,7 +40,7 @@ def _svg(fig: Figure, key: str) -> str:
     """Serialise a figure to an inline ``<svg>`` element (no XML prolog, ids salted by ``key``)."""
     buf = io.StringIO()
     with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        fig.savefig(buf, format="svg", metadata={"Date": None})  # constrained layout already fits; "tight" would draw twice
     text = _XML_HEAD.sub("", buf.getvalue(), count=1)
     return text.replace("<svg ", '<svg role="img" ', 1)
 
