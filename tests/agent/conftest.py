@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from verifier.client import EndpointClient
 from verifier.records import EndpointConfig
+from verifier.runner import RunContext
 from verifier.store import RecordStore
 
 
@@ -24,22 +25,6 @@ class CountingProgress:
         self.done += n
         self.errors += int(error)
         self.retried += retried
-
-
-try:  # the core engineer's RunContext (docs/CONTRACTS.md); same fields either way
-    from verifier.runner import RunContext
-except ImportError:  # pragma: no cover - only while verifier/runner.py has not landed
-    @dataclass
-    class RunContext:  # type: ignore[no-redef]
-        run_dir: Path
-        store: RecordStore
-        clients: dict[str, Any]
-        reference: str
-        candidates: list[str]
-        repeats: int
-        seed: int
-        progress: Any
-        options: dict = field(default_factory=dict)
 
 
 async def open_context(stack: AsyncExitStack, run_dir: Path, base_url: str, endpoints: list[str],
