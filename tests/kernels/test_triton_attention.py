@@ -20,6 +20,7 @@ CASES = [
     pytest.param(([33, 5], 7, 1, 16, 8), id="gqa7-mqa"),
     pytest.param(([23, 64], 6, 3, 24, 16), id="headdim24-full-page"),
     pytest.param(([9], 2, 2, 16, 4), id="mha-small-pages"),
+    pytest.param(([13, 30], 4, 2, 16, 6), id="page-size-6"),
 ]
 
 
@@ -69,6 +70,15 @@ def test_tag_mismatch_flags_only_the_corrupted_sequences(num_splits):
     want, _ = ref.attention(*pool.args(0.25))
     for b in (0, 2):  # unaffected sequences still get exact attention
         assert (out[b].float().cpu() - want[b]).abs().max().item() < 3e-2
+
+
+def test_length_beyond_block_table_is_flagged():
+    """A seq_len that runs past the sequence's block table must be an integrity failure, never an out-of-range read."""
+    pool = make_pool([10, 10], num_heads=2, num_kv_heads=1, head_dim=16, page_size=4, kv_dtype="bf16",
+                     device=DEVICE, seed=5, extra_table=0)
+    pool.seq_lens[1] = 13  # 4 pages' worth, the table holds 3
+    _, flags = paged_decode_attention_impl(*pool.args(0.25))
+    assert flags.cpu().tolist() == [False, True]
 
 
 def test_tag_check_off_reports_nothing():
