@@ -158,6 +158,9 @@ class LogprobKind:
     kind = "logprob"
     needs_reference_first = True
 
+    def __init__(self) -> None:
+        self._index: dict[tuple, ExchangeRecord] = {}
+
     # loading -----------------------------------------------------------------------------------------------
     def load(self, ref: str, options: dict) -> LoadedLogprobSuite:
         strict = bool(options.get("strict", False))
@@ -184,6 +187,8 @@ class LogprobKind:
     async def run(self, suite: LoadedLogprobSuite, ctx: Any) -> None:
         name = suite.manifest.name
         top_k = int(ctx.options.get("top_logprobs", TOP_K))
+        # one read of what is already on disk (resume, or the reference pass), kept up to date on append
+        self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in ctx.store.read(suite=name)}
         for ep in ctx.endpoints:
             probe = await self._probe(name, ep, ctx)
             is_ref = ep == ctx.reference
@@ -194,14 +199,12 @@ class LogprobKind:
         rec = ExchangeRecord(**ex.model_dump(), kind="logprob", suite=suite, case_id=case_id, endpoint=endpoint,
                              variant=variant, extra=extra)
         ctx.store.append(rec)
+        self._index[(suite, case_id, endpoint, variant)] = rec
         ctx.progress.advance(error=not rec.ok, retried=max(0, rec.attempts - 1))
         return rec
 
     def _find(self, ctx: Any, suite: str, case_id: str, endpoint: str, variant: str) -> ExchangeRecord | None:
-        for r in ctx.store.read(suite=suite):
-            if r.case_id == case_id and r.endpoint == endpoint and r.variant == variant:
-                return r
-        return None
+        return self._index.get((suite, case_id, endpoint, variant))
 
     async def _probe(self, suite: str, ep: str, ctx: Any) -> ProbeResult:
         old = self._find(ctx, suite, PROBE_CASE, ep, "probe")
