@@ -42,6 +42,13 @@ def _svg(fig: Figure, key: str) -> str:
     with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
         fig.savefig(buf, format="svg", metadata={"Date": None})  # constrained layout already fits; "tight" would draw twice
     text = _XML_HEAD.sub("", buf.getvalue(), count=1)
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S)  # RDF boilerplate with URLs
+    # matplotlib numbers ids per figure (figure_1, axes_1, ...): several inline SVGs in one page would repeat them.
+    # Prefix every id and every in-document reference to it with this chart's key.
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", key)
+    text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}-{m.group(1)}"', text)
+    text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}-{m.group(1)}"', text)
+    text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}-{m.group(1)})", text)
     return text.replace("<svg ", '<svg role="img" ', 1)
 
 

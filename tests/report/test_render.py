@@ -100,6 +100,11 @@ def test_self_contained_no_external_reference(rendered) -> None:
         if tag == "link":
             pytest.fail("external <link> in report")
     assert "@import" not in html
+    # the only URLs left in the file are XML namespace names (identifiers, never fetched) and the endpoints'
+    # own (redacted) addresses shown as text
+    urls = set(re.findall(r"(?:https?|wss?|ftp)://[^\s\"'<>)]+", html))
+    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink",
+                    "http://127.0.0.1:9/v1?api_key=REDACTED"}, urls
     assert not re.search(r"url\((?!#)", html), "CSS url() to something other than an in-document id"
 
 
