@@ -194,10 +194,14 @@ def paged_decode_attention_impl(
     if k_pages.stride(3) != 1 or v_pages.stride(3) != 1:
         raise ValueError("paged_decode_attention: pages must be contiguous in head_dim")
     q = q.contiguous() if q.stride(2) != 1 else q
-    block_tables = block_tables.to(torch.int32)
+    # the kernel indexes these with unit column stride; all are no-ops for the engine's own tensors
+    block_tables = block_tables.to(torch.int32).contiguous()
     if check_tags:
-        expected_tags = expected_tags.to(torch.int64)
-    seq_lens = seq_lens.to(torch.int32)
+        expected_tags = expected_tags.to(torch.int64).contiguous()
+        page_tags = page_tags.contiguous()
+    seq_lens = seq_lens.to(torch.int32).contiguous()
+    if B == 0:
+        return torch.empty_like(q), torch.zeros(0, dtype=torch.bool, device=q.device)
     group = H // Hkv
     max_pages = block_tables.shape[1]
     max_tokens = max(1, max_pages * page_size)
