@@ -73,7 +73,7 @@ def test_float32_activations_and_public_op():
         assert y.shape == (2, M, 48) and y.dtype == torch.float32
         want = _want(x.reshape(-1, 128), p).reshape(2, M, 48)
         # fp32 path: exact in the interpreter; TF32 tensor cores on the GPU GEMM path
-        assert (y.cpu() - want).abs().max().item() < 2e-3 * want.abs().max().item()
+        assert (y.cpu() - want).abs().max().item() < 5e-3 * want.abs().max().item()
 
 
 def test_gemm_path_also_serves_m1():
