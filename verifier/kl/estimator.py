@@ -150,7 +150,8 @@ def _sorted_union(r_ids: np.ndarray, c_ids: np.ndarray, absent: np.ndarray | Non
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise sum of a * b in one pass (np.where and temporaries dominate the cost otherwise)."""
-    return np.einsum("ij,ij->i", a, b, dtype=np.float64)
+    # accumulate in the working precision (einsum with a wider dtype is ~4x slower), then widen
+    return np.einsum("ij,ij->i", a, b).astype(np.float64)
 
 
 def _topk_kl_chunk(r_ids: np.ndarray, r_lp: np.ndarray, c_ids: np.ndarray, c_lp: np.ndarray,
