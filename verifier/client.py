@@ -316,7 +316,7 @@ class EndpointClient:
                     ex = {"status": None, "error_class": cls, "error_message": self._redact(f"{type(e).__name__}: {e}")}
                     retry_after = None
                 except _BrokenStream as e:
-                    ex = {"status": 200, "error_class": "broken_stream", "error_message": str(e)}
+                    ex = {"status": 200, "error_class": "broken_stream", "error_message": self._redact(str(e))}
                     retry_after = None
                 except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
                     ex = {"status": None, "error_class": "transport_error",
@@ -327,7 +327,8 @@ class EndpointClient:
             retryable = err in ("rate_limited", "server_error", "timeout", "connection", "broken_stream")
             if not retryable or attempts >= max_attempts:
                 break
-            retried.append(ex.get("status") or 0)
+            # the HTTP status that caused the retry; 0 for transport failures (timeout, connection, broken stream)
+            retried.append((ex.get("status") or 0) if err in ("rate_limited", "server_error") else 0)
             await asyncio.sleep(self._backoff(attempts, retry_after))
         ex.setdefault("wire_issues", [])
         return Exchange.model_construct(request_hash=rhash, attempts=attempts, retried_statuses=retried, stream=stream,

@@ -277,3 +277,12 @@ async def test_keep_alive_reuses_connections_and_survives_server_closing_idle_on
         await asyncio.sleep(0.1)
         ex = await c.chat({"messages": [{"role": "user", "content": "after close"}]})
     assert ex.ok and ex.attempts == 1
+
+
+async def test_stream_closed_cleanly_without_done_is_broken_and_retried(scripted_server):
+    """A stream whose HTTP body ends properly but never sends ``data: [DONE]`` is incomplete, not a success."""
+    srv = scripted_server(lambda b, ctx: Reply.text("partial answer", send_done=ctx.attempt > 1))
+    ex = await _chat(srv.base_url, stream=True)
+    assert ex.ok and ex.attempts == 2 and ex.retried_statuses == [0] and ex.content == "partial answer"
+    once = await _chat(srv.base_url, {**BODY, "seed": 1}, stream=True, max_attempts=1)
+    assert once.error_class == "broken_stream" and once.status == 200 and "without [DONE]" in once.error_message

@@ -70,6 +70,7 @@ class Reply:
     truncate_after_chunks: int | None = None  # stream: drop the connection after N data events (no [DONE])
     malformed_chunk_at: int | None = None  # stream: emit a non-JSON data line before event N
     stream_usage: bool = True  # stream: send the usage chunk when the client asked for it
+    send_done: bool = True  # stream: end with ``data: [DONE]`` (False: the body ends cleanly without it)
     argument_pieces: int = 3  # stream: split each tool call's arguments into this many deltas
     model: str | None = None
 
@@ -484,7 +485,7 @@ class ScriptedServer:
             if reply.chunk_delay_s:
                 await writer.drain()
                 await asyncio.sleep(reply.chunk_delay_s)
-        writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        writer.write((_chunk(b"data: [DONE]\n\n") if reply.send_done else b"") + b"0\r\n\r\n")
         await writer.drain()
         return True
 
