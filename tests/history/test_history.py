@@ -127,3 +127,7 @@ def test_history_index_and_drift_commands(tmp_path: Path) -> None:
     res = CliRunner().invoke(_app(), ["history", "drift", str(run), "--db", str(db)], env={"COLUMNS": "200"})
     assert res.exit_code == 1, res.output
     assert "DRIFT" in res.output
+    res = CliRunner().invoke(_app(), ["history", "report", str(run), "--db", str(db)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    html = (run / "report.html").read_text()
+    assert 'id="history"' in html and '<span class="mark fail">drift</span>' in html
