@@ -144,7 +144,7 @@ class EngineConfig:
     prefix_cache: bool = True
     page_size: int = 16
     kv_budget_bytes: int | None = None   # None = default_kv_budget_bytes
-    max_num_seqs: int = 64               # decode batch cap
+    max_num_seqs: int = 256              # decode batch cap
     max_prefill_tokens: int = 4096       # prefill tokens per step
     max_waiting: int = 256               # queued requests beyond this get 429 at once
     admission_timeout_s: float = 10.0    # a request that waits this long for KV pages gets 503

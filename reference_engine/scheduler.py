@@ -63,26 +63,33 @@ class Scheduler:
     def schedule(self) -> ScheduleResult:
         res = ScheduleResult()
         now = time.monotonic()
-        # 1. bounded wait: requests that never got pages in time are turned away (never an OOM)
-        for seq in list(self.waiting):
-            if seq.preempted == 0 and now - seq.arrival > self.admission_timeout_s:
-                self.waiting.remove(seq)
-                seq.status = SeqStatus.FINISHED
-                res.timed_out.append(seq)
-        # 2. admit (prefill) in arrival order while pages, batch slots and the token budget allow
+        # 1. admit (prefill) in arrival order while pages, batch slots and the token budget allow
         budget = self.max_prefill_tokens
+        memory_blocked = False
+        page = self.blocks.page_size
+        # pages the running requests need for their next token (those exactly at a page boundary)
+        reserve = sum(1 for s in self.running if len(s) > len(s.block_table) * page)
         while self.waiting and len(self.running) + len(res.prefill) < self.max_num_seqs:
             seq = self.waiting[0]
             n_new = len(seq)
             if res.prefill and n_new > budget:
                 break
-            if not self.blocks.can_allocate(seq, reserve=len(self.running) + len(res.prefill)):
+            if not self.blocks.can_allocate(seq, reserve=reserve + len(res.prefill)):
+                memory_blocked = True
                 break
             self.waiting.popleft()
             self.blocks.allocate(seq)
             budget -= len(seq) - seq.num_computed
             seq.status = SeqStatus.RUNNING
             res.prefill.append(seq)
+        # 2. bounded wait: while the KV pool is what holds the queue back, requests that have waited too long are
+        #    turned away (503) instead of queueing without end; waiting for a batch slot alone never times out
+        if memory_blocked:
+            for seq in list(self.waiting):
+                if seq.preempted == 0 and now - seq.arrival > self.admission_timeout_s:
+                    self.waiting.remove(seq)
+                    seq.status = SeqStatus.FINISHED
+                    res.timed_out.append(seq)
         # 3. decode every running request; make room by preempting the newest when the pool is full
         decode: list[Sequence] = []
         queue = list(self.running)
