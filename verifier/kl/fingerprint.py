@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 PROFILES_FILE = Path(__file__).resolve().parent.parent.parent / "suites" / "logprob" / "profiles.json"
 KL_FLOOR = 1e-9  # KL below this is "identical" for the log features (an exact A/A gives 0)
 UNKNOWN_DISTANCE = 0.5  # decades of KL, RMS over features
+AMBIGUOUS_MARGIN = 0.1  # another profile within this much of the best one cannot be told apart from it
 QS = (10, 50, 90, 99)
 
 
@@ -46,6 +47,7 @@ class Fingerprint(BaseModel):
     verdict: str  # profile name, or "unknown", or "no profiles"
     distance: float | None = None
     ranking: list[tuple[str, float]] = Field(default_factory=list)
+    indistinguishable_from: list[str] = Field(default_factory=list)  # profiles within AMBIGUOUS_MARGIN of the best
     threshold: float = UNKNOWN_DISTANCE
     reason: str | None = None
 
@@ -90,8 +92,9 @@ def match(candidate: KLProfile, library: ProfileLibrary | None, *, suite_hash: s
         return Fingerprint(verdict="unknown", reason="the candidate shares no measured path with the profiles")
     best, dist = ranking[0]
     verdict = best if dist <= threshold else "unknown"
+    close = [n for n, d in ranking[1:] if d - dist <= AMBIGUOUS_MARGIN] if verdict != "unknown" else []
     return Fingerprint(verdict=verdict, distance=dist, ranking=[(n, round(d, 4)) for n, d in ranking],
-                       threshold=threshold,
+                       threshold=threshold, indistinguishable_from=close,
                        reason=None if verdict != "unknown" else f"closest profile '{best}' is {dist:.2f} decades away")
 
 
