@@ -99,12 +99,23 @@ def default_db_path() -> Path:
     return Path(base) / "verifier" / "history.sqlite"
 
 
+#: Bumped on any incompatible change of the tables above; a newer database is refused rather than misread.
+SCHEMA_VERSION = 1
+
+
 def _connect(db_path: Path) -> sqlite3.Connection:
     db_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(db_path, timeout=30)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise HistoryError(f"{db_path}: history schema version {version} is newer than this verifier's "
+                               f"({SCHEMA_VERSION}); upgrade verifier")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.executescript(_SCHEMA)
+        if version < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except sqlite3.DatabaseError as exc:
         raise HistoryError(f"{db_path}: not a usable history database ({exc})") from exc
     return conn

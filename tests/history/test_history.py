@@ -69,6 +69,11 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
         index_summary(s, bad)
     with pytest.raises(HistoryError, match=r"missing\.sqlite: no history database"):
         load_frame(tmp_path / "missing.sqlite")
+    future = tmp_path / "future.sqlite"
+    with sqlite3.connect(future) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(HistoryError, match=r"future\.sqlite: history schema version 99 is newer"):
+        index_summary(s, future)
 
 
 def test_stable_night_is_not_drift_and_a_drop_is(tmp_path: Path) -> None:
