@@ -25,7 +25,7 @@ from reference_engine.kernels.triton_common import check_device, dot_in_fp32, sm
 _LOG2E = 1.4426950408889634
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_pages", "max_pages", "tokens_per_split", "num_splits"])
 def _paged_decode_kernel(
     q_ptr, k_ptr, v_ptr, ks_ptr, vs_ptr, bt_ptr, sl_ptr, tags_ptr, etags_ptr,
     out_ptr, m_ptr, l_ptr, flag_ptr,
@@ -130,7 +130,7 @@ def _paged_decode_kernel(
         tl.store(flag_ptr + b, flag != 0, mask=is_head0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_splits"])
 def _paged_decode_reduce_kernel(
     part_ptr, m_ptr, l_ptr, split_flag_ptr, out_ptr, flag_ptr, num_splits,
     stride_pb, stride_ph, stride_psplit, stride_mb, stride_mh, stride_ob, stride_oh,

@@ -43,7 +43,7 @@ def _split_k_epilogue(acc, part_ptr, lock_ptr, out_ptr, offs, mask, pid_k, num_s
         tl.atomic_xchg(lock_ptr, 0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N", "K", "k_per_split", "num_splits"])
 def _int4_gemv_kernel(
     x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, part_ptr, lock_ptr, N, K, k_per_split, num_splits,
     stride_qn, stride_sn, stride_zn, stride_osplit,
@@ -91,7 +91,7 @@ def _int4_gemv_kernel(
         tl.store(out_ptr + n, acc, mask=nmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M", "N", "K", "k_per_split", "num_splits"])
 def _int4_gemm_kernel(
     x_ptr, qw_ptr, s_ptr, z_ptr, out_ptr, part_ptr, lock_ptr, M, N, K, k_per_split, num_splits,
     stride_xm, stride_qn, stride_sn, stride_zn, stride_osplit, stride_om,

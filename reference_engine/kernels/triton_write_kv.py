@@ -76,7 +76,7 @@ def _quantise_run(src_ptr, stride_t, stride_h, pages_ptr, stride_pp, stride_ps, 
     tl.store(sc_ptr, new)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T"])
 def _write_fp8_kernel(
     k_ptr, v_ptr, kp_ptr, vp_ptr, ks_ptr, vs_ptr, slot_ptr, T,
     stride_kt, stride_kh, stride_vt, stride_vh,
