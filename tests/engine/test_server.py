@@ -277,3 +277,35 @@ def test_stream_logprobs_and_top_p(rand_srv):
                                        top_p=1e-6, seed=s, extra_body={"ignore_eos": True}).choices[0].message.content
              for s in (1, 2, 3)}
     assert texts == {plain.choices[0].message.content}
+
+
+def test_concurrent_streams_and_disconnects_leave_no_pages_behind(rand_srv):
+    body = {"model": rand_srv.model, "messages": MSG, "max_tokens": 40, "temperature": 0, "ignore_eos": True,
+            "stream": True}
+
+    async def one(i: int, h: httpx.AsyncClient):
+        n, finish = 0, None
+        async with h.stream("POST", rand_srv.base_url + "/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    n += 1
+                    if i % 3 == 0 and n == 3:
+                        return -1                  # walk away mid-stream: the server must abort and free pages
+                    if line != "data: [DONE]":
+                        for ch in json.loads(line[6:])["choices"]:
+                            finish = ch["finish_reason"] or finish
+        return n, finish
+
+    async def go():
+        async with httpx.AsyncClient(timeout=60) as h:
+            return await asyncio.gather(*[one(i, h) for i in range(9)])
+
+    counts = asyncio.run(go())
+    assert all(c == -1 for c in counts[::3])
+    done = [c for i, c in enumerate(counts) if i % 3]
+    assert len(set(done)) == 1 and done[0][1] == "length"   # identical greedy streams, all complete
+    eng = rand_srv.engine
+    deadline = time.monotonic() + 10
+    while (eng.scheduler.has_work() or eng.blocks.num_free != eng.pool.num_pages) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert eng.blocks.num_free == eng.pool.num_pages
