@@ -55,6 +55,8 @@ def normalise_messages(messages: list[dict]) -> list[dict]:
     out = []
     for m in messages:
         m = dict(m)
+        if m.get("role") == "developer":   # OpenAI's newer name for the system role; templates know only "system"
+            m["role"] = "system"
         m["content"] = _content_text(m.get("content"))
         if m.get("tool_calls"):
             calls = []

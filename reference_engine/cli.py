@@ -18,6 +18,8 @@ def serve(
     port: int = typer.Option(8000, "--port"),
     page_size: int = typer.Option(16, "--page-size", help="tokens per KV page"),
     kv_budget_mb: Optional[int] = typer.Option(None, "--kv-budget-mb", help="KV pool size in MiB (default 64)"),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda (Triton kernels are used on cuda)"),
+    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="model id clients send"),
 ) -> None:
     """Serve a model with the reference engine on an OpenAI-compatible HTTP API."""
     import uvicorn
@@ -29,7 +31,8 @@ def serve(
     try:
         engine = build_engine(model, kv_dtype=kv_dtype, weights=weights, decode_weights=decode_weights,
                               prefix_cache=not no_prefix_cache, page_size=page_size,
-                              kv_budget_bytes=kv_budget_mb * 1024 * 1024 if kv_budget_mb else None)
+                              kv_budget_bytes=kv_budget_mb * 1024 * 1024 if kv_budget_mb else None,
+                              device=device, served_model_name=served_model_name)
     except (ConfigError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
