@@ -286,3 +286,20 @@ async def test_stream_closed_cleanly_without_done_is_broken_and_retried(scripted
     assert ex.ok and ex.attempts == 2 and ex.retried_statuses == [0] and ex.content == "partial answer"
     once = await _chat(srv.base_url, {**BODY, "seed": 1}, stream=True, max_attempts=1)
     assert once.error_class == "broken_stream" and once.status == 200 and "without [DONE]" in once.error_message
+
+
+async def test_completions_and_post_json_share_retries(scripted_server):
+    def responder(body, ctx):
+        if ctx.attempt == 1:
+            return Reply.error(502, "bad gateway")
+        if ctx.path.endswith("/completions") and not ctx.path.endswith("/chat/completions"):
+            return Reply(body={"choices": [{"text": "", "logprobs": {"tokens": ["a"], "token_logprobs": [None]}}]})
+        return Reply(body={"vocab_size": 4, "echo": body})
+
+    srv = scripted_server(responder)
+    async with EndpointClient(cfg(srv.base_url), backoff_base=0.001) as c:
+        ex = await c.completions({"prompt": "a", "echo": True, "logprobs": 1, "max_tokens": 0})
+        status, data, ex2 = await c.post_json("/x/distributions", {"prompt": "a", "start": 1})
+    assert ex.ok and ex.attempts == 2 and ex.response["choices"][0]["logprobs"]["tokens"] == ["a"]
+    assert srv.log[1][2]["model"] == "scripted-model" and srv.log[1][2]["stream"] is False
+    assert status == 200 and ex2.attempts == 2 and data["echo"] == {"prompt": "a", "start": 1}  # body sent as given
