@@ -6,7 +6,6 @@ Signatures and tensor layouts are fixed by docs/CONTRACTS.md ("KV page format", 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from reference_engine.quant import Int4Weight, dequantize_int4
 
