@@ -303,3 +303,21 @@ async def test_completions_and_post_json_share_retries(scripted_server):
     assert ex.ok and ex.attempts == 2 and ex.response["choices"][0]["logprobs"]["tokens"] == ["a"]
     assert srv.log[1][2]["model"] == "scripted-model" and srv.log[1][2]["stream"] is False
     assert status == 200 and ex2.attempts == 2 and data["echo"] == {"prompt": "a", "start": 1}  # body sent as given
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_odd_shapes_are_flagged_not_fatal(scripted_server, stream):
+    """Content parts instead of a string, junk logprobs, numeric ids: recorded with wire issues, never a crash."""
+    def responder(body, ctx):
+        if body.get("stream"):
+            return Reply(body=None, content=None, tool_calls=[{"name": "get_weather", "arguments": "{}", "id": 17}])
+        return Reply(body={"choices": [{"index": 0, "finish_reason": "stop", "logprobs": {"content": "junk"},
+                                        "message": {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}}]})
+
+    srv = scripted_server(responder)
+    ex = await _chat(srv.base_url, stream=stream)
+    if stream:
+        assert ex.ok and ex.tool_calls[0].id == "17"
+    else:
+        assert ex.ok and "content_not_string" in ex.wire_issues and "malformed_logprobs" in ex.wire_issues
+        assert json.loads(ex.content) == [{"type": "text", "text": "hi"}] and ex.logprobs is None
