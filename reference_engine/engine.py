@@ -237,6 +237,8 @@ class Engine:
             self._forget(seq)
         if res.preempted:
             self.metrics.add(preemptions=len(res.preempted))
+        for seq in res.exhausted:
+            self._finish(seq, "length")
         if res.prefill:
             self._run_prefill(res.prefill)
         if res.decode:

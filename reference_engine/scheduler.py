@@ -27,6 +27,7 @@ class ScheduleResult:
     decode: list[Sequence] = field(default_factory=list)
     timed_out: list[Sequence] = field(default_factory=list)   # answer 503
     preempted: list[Sequence] = field(default_factory=list)
+    exhausted: list[Sequence] = field(default_factory=list)   # outgrew the whole pool: finish with "length"
 
 
 class Scheduler:
@@ -99,6 +100,11 @@ class Scheduler:
                 victim = queue.pop() if queue else None
                 if victim is None:
                     victim = seq
+                    if self.blocks.pages_needed(len(seq)) > self.blocks.pool.num_pages:
+                        # it would not fit even alone: recomputing it later could never succeed
+                        self.running.remove(seq)
+                        res.exhausted.append(seq)
+                        break
                 self._preempt(victim)
                 res.preempted.append(victim)
                 if victim is seq:

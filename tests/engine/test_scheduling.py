@@ -91,3 +91,14 @@ def test_serve_command_rejects_a_bad_model_clearly(tmp_path):
     assert "model folder not found" in res.output
     res = CliRunner().invoke(app, ["--help"])
     assert "--kv-dtype" in res.output and "--decode-weights" in res.output and "--no-prefix-cache" in res.output
+
+
+def test_a_request_that_outgrows_the_whole_pool_ends_with_length(llama_ckpt):
+    cfg = ModelConfig.from_file(llama_ckpt / "config.json")
+    eng = make_engine(llama_ckpt, page_size=8, kv_budget_bytes=3 * bytes_per_page(cfg, "fp32", 8))   # 24 tokens
+    c = Collector()
+    eng.submit("r", list(range(5, 15)), greedy(100), c)
+    eng.run_until_idle(max_steps=200)
+    assert c.finish is not None and c.finish.reason == "length"
+    assert len(c.tokens) == 15          # 24 slots hold the prompt + 14 fed-back tokens; the 15th needs none
+    assert eng.blocks.num_free == 3

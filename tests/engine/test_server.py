@@ -237,29 +237,47 @@ def test_kv_integrity_error_over_http(rand_srv):
 
 
 def test_admission_control_429_and_503(ckpt_factory):
+    """A full pool makes new requests wait; a wait past the bound is 503, a full queue is 429, never a crash."""
     from reference_engine.config import ModelConfig
     from reference_engine.kv_cache import bytes_per_page
 
     path = ckpt_factory("llama")
     cfg = ModelConfig.from_file(path / "config.json")
     budget = 6 * bytes_per_page(cfg, "fp32", 16)          # 6 pages = 96 tokens
-    with start_server(path, weights="fp32", kv_dtype="fp32", kv_budget_bytes=budget, threads=1, max_waiting=2,
-                      admission_timeout_s=0.5, prefix_cache=False) as srv:
-        body = {"model": srv.model, "prompt": list(range(5, 70)), "max_tokens": 25, "ignore_eos": True}
+    long_a = {"prompt": list(range(5, 22)), "max_tokens": 79, "ignore_eos": True}    # grows to all 6 pages
+    needs_5 = {"prompt": list(range(5, 70)), "max_tokens": 1}                        # 5 pages: must wait for A
 
-        async def go():
-            async with httpx.AsyncClient(timeout=60) as h:
-                return await asyncio.gather(*[h.post(srv.base_url + "/completions", json=body) for _ in range(8)])
+    def running(engine) -> bool:
+        return any(s.output_ids for s in list(engine.scheduler.running))
 
-        codes = sorted(r.status_code for r in asyncio.run(go()))
-        assert 200 in codes and (429 in codes or 503 in codes), codes
-        assert set(codes) <= {200, 429, 503}, codes
-        for r in asyncio.run(go()):
-            if r.status_code != 200:
-                assert r.json()["error"]["type"] in ("rate_limit_error", "server_overloaded")
-        big = httpx.post(srv.base_url + "/completions", json={**body, "prompt": list(range(5, 200)), "max_tokens": 1})
-        assert big.status_code == 400 and "pool" in big.json()["error"]["message"]
-        assert srv.engine.blocks.num_free == srv.engine.pool.num_pages
+    for timeout_s, max_waiting, expect in ((0.0, 8, 503), (60.0, 1, 429)):
+        with start_server(path, weights="fp32", kv_dtype="fp32", kv_budget_bytes=budget, threads=1,
+                          max_waiting=max_waiting, admission_timeout_s=timeout_s, prefix_cache=False) as srv:
+            url = srv.base_url + "/completions"
+            with httpx.Client(timeout=60) as h:
+                results: dict = {}
+                a = threading.Thread(target=lambda: results.update(a=h.post(url, json=long_a)))
+                a.start()
+                deadline = time.monotonic() + 20
+                while not running(srv.engine) and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                if expect == 503:
+                    r = h.post(url, json=needs_5)
+                    assert r.status_code == 503 and r.json()["error"]["type"] == "server_overloaded", r.text
+                else:
+                    b = threading.Thread(target=lambda: results.update(b=h.post(url, json=needs_5)))
+                    b.start()
+                    while not srv.engine.scheduler.waiting and time.monotonic() < deadline:
+                        time.sleep(0.002)
+                    r = h.post(url, json=needs_5)
+                    assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error", r.text
+                    b.join(60)
+                    assert results["b"].status_code == 200      # the queued one is served once A is done
+                a.join(60)
+                assert results["a"].status_code == 200 and results["a"].json()["usage"]["completion_tokens"] == 79
+                big = h.post(url, json={"prompt": list(range(5, 200)), "max_tokens": 1})
+                assert big.status_code == 400 and "pool" in big.json()["error"]["message"]
+            assert srv.engine.blocks.num_free == srv.engine.pool.num_pages
 
 
 def test_stream_logprobs_and_top_p(rand_srv):
