@@ -60,6 +60,7 @@ class Tokenizer:
         decoder = json.loads(self.tok.to_str()).get("decoder") or {}
         self.byte_level = "ByteLevel" in json.dumps(decoder)
         self.special_ids = {i for i, t in self.tok.get_added_tokens_decoder().items() if t.special}
+        self._bytes_cache: dict[int, bytes] = {}
 
     @property
     def vocab_size(self) -> int:
@@ -84,7 +85,13 @@ class Tokenizer:
         return self.tok.decode(ids, skip_special_tokens=skip_special_tokens)
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes a token stands for (OpenAI's logprobs `bytes` field)."""
+        """The raw bytes a token stands for (OpenAI's logprobs `bytes` field). Cached: top-20 logprobs ask a lot."""
+        b = self._bytes_cache.get(token_id)
+        if b is None:
+            b = self._bytes_cache[token_id] = self._token_bytes(token_id)
+        return b
+
+    def _token_bytes(self, token_id: int) -> bytes:
         piece = self.tok.id_to_token(token_id)
         if piece is None:
             return b""
