@@ -27,6 +27,9 @@ class SamplingParams:
     top_logprobs: int = 0
     prompt_logprobs: int | None = None     # None = no prompt logprobs; k >= 0 = chosen token + top-k per prompt position
     full_distribution_from: int | None = None  # /v1/x/distributions: keep full log-softmax rows from this position
+    # constrained start: the output must begin with one of these token sequences (tool_choice "required": the
+    # tool-call header with one of the request's tool names); unconstrained once one is complete
+    allowed_starts: tuple[tuple[int, ...], ...] | None = None
 
 
 _ids = itertools.count(1)

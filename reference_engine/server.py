@@ -121,8 +121,9 @@ class Server:
         return self.tok.decode([i for i in ids if i not in self.stop_text_ids], skip_special_tokens=False)
 
     # ---- chat -------------------------------------------------------------------------------------------------
-    def _chat_prompt(self, req: ChatCompletionRequest) -> tuple[list[int], str]:
-        """Token ids of the rendered conversation, and the forced assistant prefix (for required/named tool_choice)."""
+    def _chat_prompt(self, req: ChatCompletionRequest) -> tuple[list[int], str, tuple | None]:
+        """Token ids of the rendered conversation, the forced assistant prefix (named/required tool_choice), and the
+        allowed starts of the output (required)."""
         if not self.tok.chat_template:
             raise ApiError(400, "this model has no chat template; use /v1/completions", param="messages")
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
@@ -134,11 +135,22 @@ class Server:
         except ChatTemplateError as e:
             raise ApiError(400, f"the chat template rejected the messages: {e}", param="messages") from None
         forced = ""
+        starts = None
         if isinstance(req.tool_choice, NamedToolChoice):
             forced = f'{self.parser.start_tag}{{"name": "{req.tool_choice.function.name}", "arguments": '
         elif req.tool_choice == "required":
-            forced = f'{self.parser.start_tag}{{"name": "'
-        return self.tok.encode(text + forced), forced
+            # the prompt ends with the call tag; the output is constrained to start with a header naming one of
+            # the tools (tokenised in context, so the ids are exactly what the model would produce)
+            forced = self.parser.start_tag
+            base = self.tok.encode(text + forced)
+            seqs = []
+            for t in req.tools or []:
+                full = self.tok.encode(text + forced + f'{{"name": "{t.function.name}", "arguments": ')
+                if full[:len(base)] == base and len(full) > len(base):
+                    seqs.append(tuple(full[len(base):]))
+            starts = tuple(seqs) or None
+            return base, forced, starts
+        return self.tok.encode(text + forced), forced, starts
 
     def _params(self, req, prompt_len: int, max_tokens: int | None, **extra) -> SamplingParams:
         room = self.engine.max_model_len - prompt_len
@@ -169,10 +181,10 @@ class Server:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
         self._check_model(req.model)
-        prompt_ids, forced = self._chat_prompt(req)
+        prompt_ids, forced, starts = self._chat_prompt(req)
         max_tokens = req.max_completion_tokens or req.max_tokens
         params = self._params(req, len(prompt_ids), max_tokens, logprobs=bool(req.logprobs),
-                              top_logprobs=req.top_logprobs or 0)
+                              top_logprobs=req.top_logprobs or 0, allowed_starts=starts)
         parse_tools = bool(req.tools) and req.tool_choice != "none"
         rid, q = self._submit(prompt_ids, params)
         if req.stream:

@@ -102,3 +102,22 @@ def test_a_request_that_outgrows_the_whole_pool_ends_with_length(llama_ckpt):
     assert c.finish is not None and c.finish.reason == "length"
     assert len(c.tokens) == 15          # 24 slots hold the prompt + 14 fed-back tokens; the 15th needs none
     assert eng.blocks.num_free == 3
+
+
+def test_allowed_starts_constrain_sampling_then_release(llama_ckpt):
+    from reference_engine.sequence import SamplingParams
+
+    eng = make_engine(llama_ckpt)
+    cols = [Collector() for _ in range(6)]
+    for i, c in enumerate(cols):
+        eng.submit(f"r{i}", list(range(5, 25)), SamplingParams(temperature=1.5, max_tokens=6, seed=i, ignore_eos=True,
+                                                               allowed_starts=((7, 8, 9), (7, 10))), c)
+    eng.run_until_idle()
+    firsts = set()
+    for c in cols:
+        t = c.tokens
+        assert t[0] == 7 and t[1] in (8, 10)
+        if t[1] == 8:
+            assert t[2] == 9
+        firsts.add(tuple(t[:3]))
+    assert len({tuple(c.tokens[3:]) for c in cols}) > 1       # free sampling after the constrained start

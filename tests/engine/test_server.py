@@ -18,7 +18,6 @@ from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_che
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 NAMED_PREFIX = '<tool_call>{"name": "get_weather", "arguments": '
-REQUIRED_PREFIX = '<tool_call>{"name": "'
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather for a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                           "required": ["city"]}}}]
@@ -27,11 +26,10 @@ MSG = [{"role": "user", "content": "weather in Paris?"}]
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
-    """Greedy output is scripted: a text, then a tool call (auto); named/required continue their forced prefixes."""
+    """Greedy output is scripted: a text, then a tool call (auto); after a forced header the arguments are Rome."""
     path = build_scripted_checkpoint(tmp_path_factory.mktemp("scripted"), [
         [ASSISTANT_START, "Let me check.", "<tool_call>", CALL, "</tool_call>"],
         [ASSISTANT_START + NAMED_PREFIX, '{"city": "Rome"}}', "</tool_call>"],
-        [ASSISTANT_START + REQUIRED_PREFIX, 'get_weather", "arguments": {"city": "Oslo"}}', "</tool_call>"],
     ])
     with start_server(path, weights="fp32", kv_dtype="fp32", threads=1) as srv:
         yield srv
@@ -79,10 +77,15 @@ def test_chat_tool_choice_none_named_required(scripted):
                                   tool_choice={"type": "function", "function": {"name": "get_weather"}})
     (call,) = r.choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Rome"}
-    r = c.chat.completions.create(model=scripted.model, messages=MSG, tools=TOOLS, tool_choice="required",
+    # required: constrained to a header naming one of the tools; the model then writes the arguments (the scripted
+    # model continues after '"arguments": ' as in the named case)
+    tools2 = TOOLS + [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    r = c.chat.completions.create(model=scripted.model, messages=MSG, tools=tools2, tool_choice="required",
                                   temperature=0)
     (call,) = r.choices[0].message.tool_calls
-    assert json.loads(call.function.arguments) == {"city": "Oslo"}
+    assert call.function.name in ("get_weather", "get_time")
+    # unconstrained, the model would emit its one-token Paris call after the tag: Rome shows the header was forced
+    assert json.loads(call.function.arguments) == {"city": "Rome"}
     assert r.choices[0].finish_reason == "tool_calls"
 
 
