@@ -173,3 +173,26 @@ def test_report_command_rerenders_offline(tmp_path, scripted_server):
     res = invoke(["report", str(out)])
     assert res.exit_code == 0 and (out / "report.html").exists()
     assert invoke(["report", str(tmp_path / "nope")]).exit_code == 2
+
+
+def test_injected_faults_come_out_as_exact_counts_in_the_summary(tmp_path, scripted_server):
+    """Faults injected at known rates on the candidate's server reach summary.json as exactly those counts."""
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
+    suite = tmp_path / "weather.jsonl"
+    suite.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"weather in city {i}?"}],
+                                           "tools": [tool], "tool_choice": "required", "_meta": {"id": f"w{i}"}})
+                               for i in range(60)) + "\n")
+    inj = FaultInjector(schema_responder, {"429": 0.1, "500": 0.1, "malformed_args": 0.15, "schema_violation": 0.15},
+                        seed=11, retry_after=0)
+    ref, cand = scripted_server(schema_responder), scripted_server(inj)
+    out = tmp_path / "run"
+    res = invoke(["run", "--reference", f"ref={ref.base_url}", "--endpoint", f"cand={cand.base_url}", "--suite",
+                  str(suite), "--out", str(out), "--no-history", "-q"])
+    assert res.exit_code == 0, res.stderr
+    summary = RunSummary.model_validate_json((out / "summary.json").read_text())
+    c, r = summary.result("cand", "weather").counts, summary.result("ref", "weather").counts
+    assert min(inj.injected.values()) > 0
+    assert c["schema_not_json"] == inj.injected["malformed_args"] and r["schema_not_json"] == 0
+    assert c["schema_schema_violation"] == inj.injected["schema_violation"] and r["schema_schema_violation"] == 0
+    assert c["retries"] == inj.injected["429"] + inj.injected["500"] and r["retries"] == 0

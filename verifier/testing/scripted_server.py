@@ -237,7 +237,9 @@ class FaultInjector:
     connection dropped after two events), ``"malformed_args"`` (argument JSON cut in half), ``"schema_violation"``
     (required arguments removed, or a property given the wrong type). At most one fault per attempt, tried in
     that order. Transport faults (429/500/truncate) apply to first attempts only unless ``every_attempt``, so a
-    retrying client always gets through and totals are exact. ``injected`` counts what was actually injected.
+    retrying client always gets through and totals are exact. Content faults are decided per request (every
+    attempt of a request gets the same one). ``injected`` counts what was injected: transport faults per attempt,
+    content faults per request.
     """
 
     inner: Responder
@@ -255,8 +257,10 @@ class FaultInjector:
             return False
         return random.Random(f"{self.seed}|{key}|{attempt}|{fault}").random() < rate
 
-    def _count(self, fault: str, key: str) -> None:
+    def _count(self, fault: str, key: str, *, once_per_request: bool = False) -> None:
         with self._lock:
+            if once_per_request and key in self.injected_keys[fault]:
+                return  # content faults repeat on every attempt of a request; they reach the records once
             self.injected[fault] += 1
             self.injected_keys[fault].add(key)
 
@@ -274,12 +278,12 @@ class FaultInjector:
             self._count("truncate", key)
             reply.truncate_after_chunks = 2
         if reply.tool_calls and self.draw(key, 0, "malformed_args"):
-            self._count("malformed_args", key)
+            self._count("malformed_args", key, once_per_request=True)
             for tc in reply.tool_calls:
                 a = tc["arguments"] if isinstance(tc["arguments"], str) else json.dumps(tc["arguments"])
                 tc["arguments"] = a[: max(1, len(a) // 2)]
         elif reply.tool_calls and self.draw(key, 0, "schema_violation"):
-            self._count("schema_violation", key)
+            self._count("schema_violation", key, once_per_request=True)
             tools = {t.get("function", {}).get("name"): t.get("function", {}) for t in body.get("tools") or []}
             for tc in reply.tool_calls:
                 tc["arguments"] = _violate((tools.get(tc["name"]) or {}).get("parameters") or {}, tc["arguments"])
