@@ -81,7 +81,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = model_dir(Path(tmp))
-        hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"   # renamed in v5
+        hf = transformers.AutoModelForCausalLM.from_pretrained(path, **{key: torch.float32}).eval()
         n_params = sum(p.numel() for p in hf.parameters())
         vocab = hf.config.vocab_size
         print(f"model: llama, {n_params / 1e6:.2f}M params, prompt {PROMPT_LEN} tokens, {args.new} new tokens/request, "

@@ -21,7 +21,8 @@ FAMILIES = {
 
 
 def hf_logprobs(path, ids: list[int]) -> torch.Tensor:
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"   # renamed in v5
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, **{key: torch.float32}).eval()
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0]
     return torch.log_softmax(logits.float(), dim=-1)
