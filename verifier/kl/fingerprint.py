@@ -37,6 +37,7 @@ class KLProfile(BaseModel):
 
 class ProfileLibrary(BaseModel):
     model: str | None = None
+    model_sha256: str | None = None  # of model.safetensors: profiles of another checkpoint are not used
     suite: str
     suite_hash: str
     reference: str = "bf16"
@@ -78,11 +79,29 @@ def distance(a: KLProfile, b: KLProfile) -> float | None:
     return float(np.sqrt(np.mean(d * d)))
 
 
+def checkpoint_sha256(model: str | Path) -> str | None:
+    """sha256 of a builtin model's weights (``tiny`` = the shipped model); None when not found."""
+    import hashlib
+
+    if str(model) in ("tiny", "verifier-tiny"):
+        from reference_engine.launch import default_model_path
+
+        path = default_model_path() / "model.safetensors"
+    else:
+        path = Path(model) / "model.safetensors"
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def match(candidate: KLProfile, library: ProfileLibrary | None, *, suite_hash: str | None = None,
-          threshold: float = UNKNOWN_DISTANCE) -> Fingerprint:
+          model_sha256: str | None = None, threshold: float = UNKNOWN_DISTANCE) -> Fingerprint:
     if library is None or not library.profiles:
         return Fingerprint(verdict="no profiles", reason="no variant profiles measured for this model and suite "
                                                          "(python -m verifier.kl.fingerprint build)")
+    if model_sha256 is not None and library.model_sha256 is not None and model_sha256 != library.model_sha256:
+        return Fingerprint(verdict="no profiles", reason="profiles were measured on another checkpoint; rebuild with "
+                                                         "python -m verifier.kl.fingerprint build")
     if suite_hash is not None and library.suite_hash != suite_hash:
         return Fingerprint(verdict="no profiles", reason=f"profiles were measured on another version of "
                                                          f"{library.suite} ({library.suite_hash[:12]})")
@@ -145,7 +164,8 @@ def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | 
     outcome = execute_run(RunSettings(suites=[suite], endpoints=eps, out=run_dir, history=False, render=False,
                                       display_progress=False, options=dict(options or {})))
     man = outcome.summary.suites[0]
-    lib = ProfileLibrary(model=model, suite=man.name, suite_hash=man.content_hash)
+    lib = ProfileLibrary(model=model, model_sha256=checkpoint_sha256(model), suite=man.name,
+                         suite_hash=man.content_hash)
     for r in outcome.summary.results:
         if r.is_reference or "profile" not in r.extra:
             continue

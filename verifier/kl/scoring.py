@@ -159,6 +159,19 @@ def _topk_error_table(data: PathData) -> dict[str, Any]:
     return out
 
 
+def _reference_sha(records: list[ExchangeRecord], reference: str) -> str | None:
+    """Weights hash when the reference serves the shipped model (so stale profiles are not used)."""
+    from verifier.kl.fingerprint import checkpoint_sha256
+
+    for r in records:
+        if r.endpoint == reference and isinstance(r.response, dict) and r.response.get("model") == "verifier-tiny":
+            try:
+                return checkpoint_sha256("tiny")
+            except ImportError:
+                return None
+    return None
+
+
 def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                   endpoints: list[str]) -> list[EndpointSuiteResult]:
     name = suite.manifest.name
@@ -174,6 +187,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
         library = load_library(name, Path(suite.profiles_path) if getattr(suite, 'profiles_path', None) else PROFILES_FILE)
     except ValueError:
         library = None
+    ref_sha = _reference_sha(records, reference)
     results: list[EndpointSuiteResult] = []
     for ep in endpoints:
         probe = probes.get(ep)
@@ -226,6 +240,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                              "quantization applied only when decoding would not show here")
         profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items()})
         res.extra["profile"] = profile.model_dump()
-        res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash).model_dump()
+        res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash,
+                                         model_sha256=ref_sha).model_dump()
         results.append(res)
     return results
