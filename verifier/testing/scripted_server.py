@@ -181,33 +181,102 @@ def _split(s: str, n: int) -> list[str]:
 # Responders
 # ----------------------------------------------------------------------------------------------------------
 
-def _instance(schema: dict, depth: int = 0) -> Any:
+def _regex_example(pattern: str) -> str | None:
+    """A short string matching ``pattern`` (walks Python's parsed regex: first branch, minimum repeats)."""
+    import re
+    from re import _constants as C, _parser as P  # noqa: N812 - stdlib's own regex parser
+
+    cat = {C.CATEGORY_DIGIT: "0", C.CATEGORY_WORD: "a", C.CATEGORY_SPACE: " ", C.CATEGORY_NOT_DIGIT: "a",
+           C.CATEGORY_NOT_WORD: "-", C.CATEGORY_NOT_SPACE: "a"}
+
+    def gen(items: Any) -> str:
+        out = []
+        for op, av in items:
+            if op is C.LITERAL:
+                out.append(chr(av))
+            elif op is C.ANY:
+                out.append("a")
+            elif op is C.IN:
+                first = av[0]
+                if first[0] is C.NEGATE:
+                    out.append("a" if not any(o is C.LITERAL and v == ord("a") for o, v in av[1:]) else "b")
+                elif first[0] is C.LITERAL:
+                    out.append(chr(first[1]))
+                elif first[0] is C.RANGE:
+                    out.append(chr(first[1][0]))
+                elif first[0] is C.CATEGORY:
+                    out.append(cat.get(first[1], "a"))
+                else:
+                    out.append("a")
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", None)):
+                lo, _hi, sub = av
+                out.append(gen(sub) * max(lo, 0))
+            elif op is C.SUBPATTERN:
+                out.append(gen(av[-1]))
+            elif op is C.BRANCH:
+                out.append(gen(av[1][0]))
+            elif op is C.CATEGORY:
+                out.append(cat.get(av, "a"))
+        return "".join(out)
+
+    try:
+        candidate = gen(P.parse(pattern))
+        return candidate if re.search(pattern, candidate) else None
+    except Exception:  # noqa: BLE001 - exotic patterns: the caller falls back
+        return None
+
+
+def _instance(schema: dict, depth: int = 0, root: dict | None = None) -> Any:
     """A small value valid against a JSON Schema (the subset tool schemas use)."""
+    root = schema if root is None else root
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/") and depth < 20:
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return _instance(target, depth + 1, root)
     if "enum" in schema and schema["enum"]:
         return schema["enum"][0]
     if "const" in schema:
         return schema["const"]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            return _instance(schema[key][0], depth + 1)
+            return _instance(schema[key][0], depth + 1, root)
     t = schema.get("type", "object")
     if isinstance(t, list):
         t = next((x for x in t if x != "null"), "null")
     if t == "object":
         props = schema.get("properties") or {}
-        return {k: _instance(props.get(k, {}), depth + 1) for k in schema.get("required", [])}
+        keys = list(schema.get("required", []))
+        for k in props:  # honour minProperties with optional properties
+            if len(keys) >= schema.get("minProperties", 0):
+                break
+            if k not in keys:
+                keys.append(k)
+        return {k: _instance(props.get(k, {}), depth + 1, root) for k in keys}
     if t == "array":
-        return [_instance(schema.get("items") or {"type": "string"}, depth + 1) for _ in range(schema.get("minItems", 0))]
+        prefix = [_instance(p, depth + 1, root) for p in schema.get("prefixItems") or []]
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else {"type": "string"}
+        return prefix + [_instance(items, depth + 1, root) for _ in range(max(0, schema.get("minItems", 0) - len(prefix)))]
     if t == "integer":
+        if "exclusiveMinimum" in schema:
+            return int(schema["exclusiveMinimum"]) + 1
         return int(schema.get("minimum", 1))
     if t == "number":
+        if "exclusiveMinimum" in schema:
+            return float(schema["exclusiveMinimum"]) + 0.5
         return float(schema.get("minimum", 1.5))
     if t == "boolean":
         return True
     if t == "null":
         return None
-    s = "x" * max(1, int(schema.get("minLength", 1)))
-    return s
+    if isinstance(schema.get("pattern"), str):
+        found = _regex_example(schema["pattern"])
+        if found is not None:
+            return found
+    fmt = {"date": "2024-01-31", "date-time": "2024-01-31T12:00:00Z", "email": "a@example.com",
+           "uri": "https://example.com/", "time": "12:00:00"}.get(schema.get("format", ""))
+    return fmt or "x" * max(1, int(schema.get("minLength", 1)))
 
 
 def schema_responder(body: dict, ctx: RequestContext) -> Reply:
