@@ -194,6 +194,8 @@ def _regex_example(pattern: str) -> str | None:
         for op, av in items:
             if op is C.LITERAL:
                 out.append(chr(av))
+            elif op is C.NOT_LITERAL:
+                out.append("a" if av != ord("a") else "b")
             elif op is C.ANY:
                 out.append("a")
             elif op is C.IN:
