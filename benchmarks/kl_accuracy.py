@@ -72,7 +72,8 @@ def main() -> None:
         err = est.kl - exact
         print(f"k={k:2d}: estimate mean {est.kl.mean():.4e} (rel. error of mean {abs(est.kl.mean() - exact.mean()) / max(exact.mean(), 1e-300):.3f}), "
               f"mean |err| {np.abs(err).mean():.3e}, lower-bound mean {est.lower.mean():.4e}, "
-              f"lower <= exact at {np.mean(est.lower <= exact + 1e-9) * 100:.1f}% of positions, "
+              f"lower <= exact + 1e-5 at {np.mean(est.lower <= exact + 1e-5) * 100:.1f}% of positions "
+              f"(max excess {max(0.0, float((est.lower - exact).max())):.1e}: float32 rows sum to 1 only to ~1e-6), "
               f"mean tail mass ref {est.ref_tail.mean():.3f}")
 
 
