@@ -13,6 +13,7 @@ Every error is one line on stderr.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import sys
 from pathlib import Path
@@ -51,6 +52,14 @@ def _ints(values: list[str] | None, flag: str) -> list[int] | None:
     return out
 
 
+def _option_value(raw: str) -> Any:
+    """A JSON literal when it parses as one (numbers, true/false, lists), else the plain string (paths)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
 @app.command()
 def run(
     suite: Optional[list[str]] = typer.Option(None, "--suite", "-s", help="Suite path or built-in name (repeatable)."),
@@ -73,6 +82,9 @@ def run(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Override every endpoint's concurrency."),
     rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="Override every endpoint's rate (req/s)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    option: Optional[list[str]] = typer.Option(
+        None, "--option", "-o",
+        help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -104,6 +116,11 @@ def run(
         options["horizon"] = hz
     if trials is not None:
         options["trials"] = trials
+    for item in option or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--option: '{item}' is not KEY=VALUE", 2)
+        options[key.strip()] = _option_value(raw)
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options, db=db, history=not no_history,
                            display_progress=False if quiet else None)

@@ -377,10 +377,14 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
             if total and not ok:
                 failures.append(f"endpoint '{name}': all {total} exchanges failed")
         finished = _utcnow()
+        # the logprob kind attaches each candidate's quantization fingerprint to its result; the summary
+        # publishes them at the top level, where the report's disclosure cards and CI users look
+        fingerprints = {r.endpoint: r.extra["fingerprint"] for r in results if "fingerprint" in r.extra}
         summary = RunSummary(
             run_id=run_id, started_at=started, finished_at=finished, verifier_version=_versions().get("verifier", "0"),
             reference=endpoints.reference, endpoints=endpoints.info(),
             suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
+            fingerprints=fingerprints,
             settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
                                                     "retries": progress.retries}})
         write_summary(run_dir, summary)

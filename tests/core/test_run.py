@@ -196,3 +196,18 @@ def test_injected_faults_come_out_as_exact_counts_in_the_summary(tmp_path, scrip
     assert c["schema_not_json"] == inj.injected["malformed_args"] and r["schema_not_json"] == 0
     assert c["schema_schema_violation"] == inj.injected["schema_violation"] and r["schema_schema_violation"] == 0
     assert c["retries"] == inj.injected["429"] + inj.injected["500"] and r["retries"] == 0
+
+
+def test_option_flag_parses_json_literals_and_rejects_malformed_pairs() -> None:
+    """`--option KEY=VALUE` reaches suite kinds typed (numbers stay numbers, paths stay strings)."""
+    from verifier.cli import _option_value
+
+    assert _option_value("5") == 5
+    assert _option_value("true") is True
+    assert _option_value("suites/logprob/profiles.json") == "suites/logprob/profiles.json"
+    from typer.testing import CliRunner
+
+    from verifier.cli import app
+
+    res = CliRunner().invoke(app, ["run", "--option", "noequals", "--reference", "http://127.0.0.1:9/v1"])
+    assert res.exit_code == 2

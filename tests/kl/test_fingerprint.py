@@ -47,6 +47,7 @@ def test_engine_variants_recognised_as_themselves(tmp_path: Path) -> None:
         fp = r.extra["fingerprint"]
         print(r.endpoint, fp["verdict"], fp["ranking"])
         assert fp["verdict"] == r.endpoint
+        assert out.summary.fingerprints[r.endpoint]["verdict"] == r.endpoint  # published at the summary's top level
     # INT4 decode dominates FP8 KV: the two profiles are reported as indistinguishable rather than guessed apart
     int4 = next(r for r in out.summary.results if r.endpoint == "int4-decode").extra["fingerprint"]
     print("int4-decode indistinguishable from", int4["indistinguishable_from"])
