@@ -68,7 +68,7 @@ class Exchange(BaseModel):
     status: int | None = None  # final HTTP status; None when no response arrived
     error_class: str | None = None  # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
     error_message: str | None = None
-    retried_statuses: list[int] = Field(default_factory=list)
+    retried_statuses: list[int] = Field(default_factory=list)  # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
     stream: bool = False
     ttft_s: float | None = None
     latency_s: float | None = None
