@@ -132,11 +132,14 @@ class RunOutcome:
 # suite lookup
 # ----------------------------------------------------------------------------------------------------------
 
-def default_suites() -> list[str]:
+def default_suites(embedded: bool = False) -> list[str]:
+    """Suites run when none is named; ``embedded`` = the no-endpoint default against the built-in engine."""
     try:
         reg = importlib.import_module("verifier.suite_registry")
     except ImportError:
         return ["toolcall-core"]
+    if embedded:
+        return list(getattr(reg, "EMBEDDED_DEFAULT_SUITES", ["toolcall-core"]))
     return list(getattr(reg, "DEFAULT_SUITES", ["toolcall-core"]))
 
 
@@ -285,9 +288,10 @@ def execute_run(settings: RunSettings) -> RunOutcome:
     else:
         manifest = None
         endpoints = s.endpoints
-        if endpoints is None:
+        embedded = endpoints is None
+        if embedded:
             endpoints = default_endpoints(stream=s.stream)
-        refs = s.suites or default_suites()
+        refs = s.suites or default_suites(embedded=embedded)
         run_dir = None
     try:
         check_keys(endpoints)

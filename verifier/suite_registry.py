@@ -42,6 +42,7 @@ class BuiltinSuite:
     path: Path | None = None  # toolcall data file
     version: str = "1"
     variants: str | None = None  # toolcall: "both" = every case streamed and non-streamed
+    cases: int | None = None  # toolcall: only the first N cases of the data file (a named, hashed subset)
 
 
 BUILTINS: dict[str, BuiltinSuite] = {
@@ -49,6 +50,8 @@ BUILTINS: dict[str, BuiltinSuite] = {
     for s in (
         BuiltinSuite("toolcall-core", "toolcall", "1,200 generated tool-call cases, 1-6 tools offered, 30% where no tool fits",
                      TOOLCALL_DATA / "toolcall-core.jsonl"),
+        BuiltinSuite("toolcall-smoke", "toolcall", "the first 100 cases of toolcall-core: the embedded default's quick look",
+                     TOOLCALL_DATA / "toolcall-core.jsonl", cases=100),
         BuiltinSuite("toolcall-schemas", "toolcall", "forced calls over many JSON Schema features, each streamed and non-streamed",
                      TOOLCALL_DATA / "toolcall-schemas.jsonl", variants="both"),
         BuiltinSuite("agent-smoke", "agent", "every agent environment at horizon 10"),
@@ -57,8 +60,12 @@ BUILTINS: dict[str, BuiltinSuite] = {
 }
 
 
-#: What ``verifier run`` runs when no ``--suite`` is given.
+#: What ``verifier run`` runs when no ``--suite`` is given and endpoints were named.
 DEFAULT_SUITES: list[str] = ["toolcall-core"]
+
+#: What the embedded default (no endpoints, no suites: the built-in engine and its quantised variants) runs:
+#: every kind once, sized so the whole job ends in minutes on a 2-core CPU.
+EMBEDDED_DEFAULT_SUITES: list[str] = ["toolcall-smoke", "agent-smoke", "logprob-smoke", "cache-smoke"]
 
 
 class SuiteResolutionError(ValueError):
@@ -117,6 +124,8 @@ def load_suite(ref: str, options: dict[str, Any] | None = None) -> tuple[Any, An
 
         b = sref.builtin
         default = ("nonstream", "stream") if b.variants == "both" else (None,)
+        if b.cases is not None:
+            options["limit"] = min(b.cases, int(options.get("limit") or b.cases))
         suite = load_toolcall_suite(b.path, name=b.name, version=b.version, options=options, default_variants=default,
                                     source_label=f"builtin:{b.name}")
         return kind, suite

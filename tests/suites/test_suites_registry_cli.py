@@ -119,3 +119,19 @@ def test_run_options_limit_variants_stream() -> None:
         suite_registry.load_suite("toolcall-core", {"limit": "many"})
     with pytest.raises(ValueError, match="option variants"):
         suite_registry.load_suite("toolcall-core", {"variants": "sideways"})
+
+
+def test_toolcall_smoke_is_a_named_hashed_subset_and_the_embedded_default_covers_every_kind() -> None:
+    from verifier.runner import default_suites
+    from verifier.suite_registry import load_suite, resolve
+
+    _, smoke = load_suite("toolcall-smoke", {})
+    _, core = load_suite("toolcall-core", {})
+    assert smoke.manifest.case_count == 100 and len(smoke.cases) == 100
+    assert smoke.manifest.content_hash != core.manifest.content_hash
+    assert [c.id for c in smoke.cases] == [c.id for c in core.cases[:100]]
+    _, smaller = load_suite("toolcall-smoke", {"limit": 7})
+    assert len(smaller.cases) == 7
+    kinds = {resolve(name).kind for name in default_suites(embedded=True)}
+    assert kinds == {"toolcall", "agent", "logprob", "cache"}
+    assert default_suites() == ["toolcall-core"]
