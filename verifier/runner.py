@@ -143,6 +143,18 @@ def default_suites(embedded: bool = False) -> list[str]:
     return list(getattr(reg, "DEFAULT_SUITES", ["toolcall-core"]))
 
 
+def suites_to_run(requested: list[str], endpoints: EndpointSet) -> list[str]:
+    """The named suites, or the default for these endpoints.
+
+    When every endpoint is the built-in engine (no flags at all, or a config naming ``builtin:`` engines) the
+    embedded default runs one small suite of every kind, sized for 2 cores; otherwise the remote default.
+    """
+    if requested:
+        return list(requested)
+    embedded = all(src.startswith("builtin:") for src in endpoints.sources.values())
+    return default_suites(embedded=embedded)
+
+
 def load_suite(ref: str, options: dict[str, Any]) -> tuple[SuiteKind, Any]:
     """(kind, loaded suite) for ``ref`` (a built-in name or a path), via ``verifier.suite_registry``."""
     try:
@@ -288,10 +300,9 @@ def execute_run(settings: RunSettings) -> RunOutcome:
     else:
         manifest = None
         endpoints = s.endpoints
-        embedded = endpoints is None
-        if embedded:
+        if endpoints is None:
             endpoints = default_endpoints(stream=s.stream)
-        refs = s.suites or default_suites(embedded=embedded)
+        refs = suites_to_run(s.suites, endpoints)
         run_dir = None
     try:
         check_keys(endpoints)

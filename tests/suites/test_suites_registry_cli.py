@@ -135,3 +135,15 @@ def test_toolcall_smoke_is_a_named_hashed_subset_and_the_embedded_default_covers
     kinds = {resolve(name).kind for name in default_suites(embedded=True)}
     assert kinds == {"toolcall", "agent", "logprob", "cache"}
     assert default_suites() == ["toolcall-core"]
+
+
+def test_no_flags_picks_the_embedded_default_and_a_url_picks_the_remote_default() -> None:
+    """Regression: the CLI builds the built-in endpoint set itself, so the runner must recognise it by source."""
+    from verifier.endpoints import from_flags
+    from verifier.runner import default_suites, suites_to_run
+
+    embedded = suites_to_run([], from_flags(None, []))
+    assert embedded == default_suites(embedded=True) and "agent-smoke" in embedded
+    remote = suites_to_run([], from_flags("http://127.0.0.1:9/v1", []))
+    assert remote == default_suites()
+    assert suites_to_run(["cache-smoke"], from_flags(None, [])) == ["cache-smoke"]
