@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from training.augment import perturb_request, small_talk
 from training.chat_format import assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
@@ -30,6 +31,12 @@ NO_TOOL_REPLIES = [
     "Sorry, I have no tool for that request.",
 ]
 AGENT_FINAL_REPLY = "Done: the task is complete."
+#: share of training requests that no offered tool fits (the evaluation suite has 0.3; the model errs
+#: toward calling, so training leans the other way a little)
+NO_TOOL_SHARE = 0.35
+#: share of small-talk requests replaced by generated ones, and of tool requests reworded
+SMALL_TALK_SHARE = 0.8
+PERTURB_SHARE = 0.5
 
 
 @dataclass
@@ -77,7 +84,7 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
     rng = random.Random(seed)
     try:
         from suites.toolcall.catalog import generate_cases  # type: ignore[import-not-found]
-        cases = generate_cases(seed, n, template_set="train")
+        cases = generate_cases(seed, n, template_set="train", no_tool_share=NO_TOOL_SHARE)
         source = "toolcall-catalog"
     except ImportError:
         from training.standin_catalog import generate_cases
@@ -87,7 +94,25 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
         body, expected = _case_parts(case)
         if expected == "absent":
             continue  # no ground truth: nothing to teach
+        if source == "toolcall-catalog":
+            tags = case[1].get("tags", []) if isinstance(case, tuple) else []
+            body = _diversify(body, expected, tags, rng)
         yield _body_to_conversation(body, expected, rng, source)
+
+
+def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list[str],
+               rng: random.Random) -> dict[str, Any]:
+    """Training-only rewording of the last user turn (see ``training.augment``): small talk drawn from a
+    large generated pool instead of the catalogue's twenty requests, and reworded tool requests."""
+    if "no_tool:chat" in tags and rng.random() < SMALL_TALK_SHARE:
+        new_text = small_talk(rng)
+    elif expected is not None and rng.random() < PERTURB_SHARE:
+        new_text = perturb_request(body["messages"][-1]["content"], expected.get("arguments") or {}, rng)
+    else:
+        return body
+    messages = [dict(m) for m in body["messages"]]
+    messages[-1]["content"] = new_text
+    return {**body, "messages": messages}
 
 
 def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6, 8, 10, 12, 14),

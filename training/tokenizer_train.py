@@ -21,7 +21,12 @@ VOCAB_SIZE = 2048
 def train_tokenizer(texts: Iterable[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     """A byte-level BPE over ``texts``; total vocabulary (merges + specials + markers) <= ``vocab_size``."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    # digits one token each: the model copies ids and amounts from the request and from tool results, and
+    # copying is one induction step per token only when a number's tokenization does not depend on context
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size - len(MARKER_TOKENS),

@@ -172,14 +172,26 @@ def _fmt(x: float | None) -> str:
 
 
 @app.command()
-def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.json).")) -> None:
+def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.json)."),
+           db: Optional[Path] = typer.Option(None, "--db", help="History database for the history/drift section "
+                                             "(default: the default history database, when it exists)."),
+           no_history: bool = typer.Option(False, "--no-history", help="Leave the history section out.")) -> None:
     """Re-render report.html from a run folder, without any network access."""
     if not (run_dir / "summary.json").exists():
         _fail(f"{run_dir}: no summary.json; not a finished run folder", 2)
-    warnings = render(run_dir)
+    if db is not None and not db.exists():
+        _fail(f"--db {db}: no such history database", 2)
+    history_db = None if no_history else (db or _existing_default_db())
+    warnings = render(run_dir, history_db)
     if warnings:
         _fail(warnings[0], 3)
     print(run_dir / "report.html")
+
+
+def _existing_default_db() -> Optional[Path]:
+    from verifier.history import default_db_path
+    path = default_db_path()
+    return path if path.exists() else None
 
 
 def _attach(module: str, attr: str, name: str, *, help_text: str) -> None:

@@ -407,11 +407,24 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
         manifest.status = "failed" if failures else "completed"
         manifest.write(run_dir)
     outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures)
-    if s.render:
-        outcome.warnings += render(run_dir)
+    # index first, so the report can chart this run beside the endpoint's history and test drift
+    history_db: Path | None = None
     if s.history:
-        outcome.warnings += index_history(run_dir, s.db)
+        problems = index_history(run_dir, s.db)
+        outcome.warnings += problems
+        if not problems:
+            history_db = s.db or _default_db()
+    if s.render:
+        outcome.warnings += render(run_dir, history_db)
     return outcome
+
+
+def _default_db() -> Path | None:
+    try:
+        from verifier.history import default_db_path
+    except ImportError:
+        return None
+    return default_db_path()
 
 
 def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
@@ -427,14 +440,15 @@ def write_summary(run_dir: Path, summary: RunSummary) -> None:
     tmp.replace(Path(run_dir) / "summary.json")
 
 
-def render(run_dir: Path) -> list[str]:
-    """Write report.html via the report module; a missing/broken renderer is a warning, never a lost run."""
+def render(run_dir: Path, db: Path | None = None) -> list[str]:
+    """Write report.html via the report module (with the history section when ``db`` is given); a missing or
+    broken renderer is a warning, never a lost run."""
     try:
         from reports.render import render_report
     except ImportError as e:
         return [f"report.html not written: the report renderer is not available ({e})"]
     try:
-        render_report(Path(run_dir))
+        render_report(Path(run_dir), db_path=db)
     except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
         log.exception("report rendering failed")
         return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "

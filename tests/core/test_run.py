@@ -70,6 +70,12 @@ def test_run_end_to_end_counts_problems_and_keeps_secrets_out(tmp_path, scripted
     assert KEY not in res.output and KEY not in (res.stderr or "") and KEY not in caplog.text
     with sqlite3.connect(db) as con:
         assert con.execute("select count(*) from sqlite_master").fetchone()[0] > 0
+    # the run is indexed before the report is rendered, so the report already charts it from history
+    assert '<section id="history">' in (out / "report.html").read_text()
+    res = invoke(["report", str(out), "--no-history"])
+    assert res.exit_code == 0 and '<section id="history">' not in (out / "report.html").read_text()
+    res = invoke(["report", str(out), "--db", str(db)])
+    assert res.exit_code == 0 and '<section id="history">' in (out / "report.html").read_text()
 
 
 def test_unreachable_endpoint_exit_3_one_line(tmp_path):

@@ -1,0 +1,53 @@
+"""Training-only diversity: generated small talk stays disjoint from evaluation text; rewording keeps values."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from suites.toolcall.catalog import NO_TOOL_REQUESTS, WRAPPERS, generate_cases
+from training.augment import perturb_request, small_talk
+from training.corpus import toolcall_conversations
+
+
+def test_generated_small_talk_is_varied_and_never_an_evaluation_request() -> None:
+    rng = random.Random(0)
+    made = {small_talk(rng) for _ in range(3000)}
+    assert len(made) > 600  # a pool, not a handful to memorise
+    evaluation = {w.format(t=q).lower() for q in NO_TOOL_REQUESTS["eval"] for w in WRAPPERS["eval"]}
+    assert not {m.lower() for m in made} & evaluation
+
+
+def test_rewording_keeps_every_argument_value_in_the_request() -> None:
+    rng = random.Random(1)
+    changed = 0
+    for body, meta in generate_cases(3, 400, template_set="train", no_tool_share=0.0):
+        text = body["messages"][-1]["content"]
+        args = meta["expected"]["arguments"]
+        new = perturb_request(text, args, rng)
+        changed += new != text
+        for value in _strings(args):
+            if value in text:  # values the phrasing states verbatim must survive verbatim
+                assert value in new, (value, text, new)
+    assert changed > 200
+
+
+def test_training_conversations_use_the_diversified_pool_but_keep_answers() -> None:
+    convs = list(toolcall_conversations(300, 5))
+    asks = [c.messages[-2]["content"] for c in convs]
+    catalogue_small_talk = {w.format(t=q) for q in NO_TOOL_REQUESTS["train"] for w in WRAPPERS["train"]}
+    no_tool = [c for c in convs if not c.messages[-1].get("tool_calls")]
+    assert len(no_tool) / len(convs) > 0.3
+    assert any(a not in catalogue_small_talk for a, c in zip(asks, convs) if c in no_tool)
+    for c in convs:
+        calls = c.messages[-1].get("tool_calls")
+        if calls:
+            json.loads(calls[0]["function"]["arguments"])  # the supervised answer is unchanged JSON
+
+
+def _strings(v):
+    if isinstance(v, dict):
+        return [s for x in v.values() for s in _strings(x)]
+    if isinstance(v, list):
+        return [s for x in v for s in _strings(x)]
+    return [v] if isinstance(v, str) else []
