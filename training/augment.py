@@ -14,6 +14,7 @@ phrasings (tests check that no generated request equals an evaluation one):
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from typing import Any
@@ -121,3 +122,97 @@ def _value_strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _value_strings(v)]
     return [] if value is None else [str(value)]
+
+
+# --------------------------------------------------------------------------- value scrambling
+
+_CONSONANTS = "bcdfghjklmnprstvz"
+_VOWELS = "aeiou"
+#: a number in running text, not part of a date, time, decimal or id
+_NUMBER_EDGE = r"(?<![\w.:/-]){}(?![\w:/-]|\.\d)"
+
+
+def scramble_values(text: str, arguments: dict[str, Any], schema: dict[str, Any],
+                    rng: random.Random) -> tuple[str, dict[str, Any]] | None:
+    """The same request with fresh argument values, consistently in the text and the expected call.
+
+    Why: the catalogue draws values from short lists (a few dozen cities, names, titles), so a tiny model
+    lowers its loss fastest by guessing a likely value instead of copying the one in the request, and then
+    writes "Lima" for "Dublin". Replacing stated values with pseudo-words and random numbers the model has
+    never seen leaves copying as the only way to be right. Only free-text strings (no enum, const, format)
+    and integers stated once in the text are replaced; a string with a pattern only has its digits
+    redrawn, kept if the pattern still matches. Returns None when nothing could be replaced or the new
+    arguments would not validate (the caller keeps the original case).
+    """
+    from verifier.toolcall_scoring import check_call
+
+    replacements: dict[str, str] = {}
+    new_args = _scramble_node(arguments, schema, text, rng, replacements)
+    if not replacements:
+        return None
+    new_text = text
+    for old, new in replacements.items():
+        if old.isdigit():
+            new_text = re.sub(_NUMBER_EDGE.format(re.escape(old)), new, new_text, count=1)
+        else:
+            new_text = new_text.replace(old, new)
+    if not check_call("t", json.dumps(new_args), {"t": schema}).valid:
+        return None
+    return new_text, new_args
+
+
+def _scramble_node(value: Any, schema: Any, text: str, rng: random.Random, out: dict[str, str]) -> Any:
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        return {k: _scramble_node(v, props.get(k), text, rng, out) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scramble_node(v, schema.get("items"), text, rng, out) for v in value]
+    if any(k in schema for k in ("enum", "const", "format")):
+        return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _scramble_int(value, schema, text, rng, out)
+    if isinstance(value, str) and len(value) >= 3 and value in text and text.count(value) == 1:
+        if value in out:
+            return out[value]
+        new = _redraw_digits(value, rng) if "pattern" in schema else _pseudo_phrase(value, rng)
+        if new == value or new in text or new in out.values():
+            return value
+        if "pattern" in schema and not re.search(schema["pattern"], new):
+            return value
+        if not (schema.get("minLength", 0) <= len(new) <= schema.get("maxLength", 10**9)):
+            return value
+        out[value] = new
+        return new
+    return value
+
+
+def _scramble_int(value: int, schema: dict[str, Any], text: str, rng: random.Random, out: dict[str, str]) -> int:
+    old = str(value)
+    if old in out or len(re.findall(_NUMBER_EDGE.format(re.escape(old)), text)) != 1:
+        return value
+    lo, hi = schema.get("minimum", 1), schema.get("maximum", max(99, value * 3))
+    new = rng.randint(int(lo), int(hi))
+    if str(new) == old or str(new) in out.values() or re.search(_NUMBER_EDGE.format(str(new)), text):
+        return value
+    out[old] = str(new)
+    return new
+
+
+def _redraw_digits(value: str, rng: random.Random) -> str:
+    return "".join(str(rng.randint(0, 9)) if c.isdigit() else c for c in value)
+
+
+def _pseudo_phrase(value: str, rng: random.Random) -> str:
+    """Each alphabetic word becomes a pronounceable made-up word of similar length and the same case;
+    digits are redrawn; everything else (punctuation, spacing, '@', '/') stays."""
+    def word(m: re.Match[str]) -> str:
+        w = m.group(0)
+        made = "".join((_CONSONANTS if i % 2 == 0 else _VOWELS)[rng.randrange(len(_CONSONANTS if i % 2 == 0 else _VOWELS))]
+                       for i in range(max(2, len(w) + rng.randint(-1, 1))))
+        if w.isupper() and len(w) > 1:
+            return made.upper()
+        return made.capitalize() if w[0].isupper() else made
+    return re.sub(r"\d", lambda _: str(rng.randint(0, 9)), re.sub(r"[A-Za-z]+", word, value))

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from training.augment import perturb_request, small_talk
+from training.augment import perturb_request, scramble_values, small_talk
 from training.chat_format import assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
@@ -37,6 +37,8 @@ NO_TOOL_SHARE = 0.35
 #: share of small-talk requests replaced by generated ones, and of tool requests reworded
 SMALL_TALK_SHARE = 0.8
 PERTURB_SHARE = 0.5
+#: share of tool requests whose stated values are replaced by fresh ones (so the model must copy them)
+SCRAMBLE_SHARE = 0.5
 
 
 @dataclass
@@ -103,15 +105,24 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
 def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list[str],
                rng: random.Random) -> dict[str, Any]:
     """Training-only rewording of the last user turn (see ``training.augment``): small talk drawn from a
-    large generated pool instead of the catalogue's twenty requests, and reworded tool requests."""
+    large generated pool instead of the catalogue's twenty requests; tool requests with fresh values (the
+    expected arguments change with them: ``expected`` is updated in place) and reworded."""
+    text = body["messages"][-1]["content"]
     if "no_tool:chat" in tags and rng.random() < SMALL_TALK_SHARE:
-        new_text = small_talk(rng)
-    elif expected is not None and rng.random() < PERTURB_SHARE:
-        new_text = perturb_request(body["messages"][-1]["content"], expected.get("arguments") or {}, rng)
-    else:
+        text = small_talk(rng)
+    elif expected is not None:
+        if rng.random() < SCRAMBLE_SHARE:
+            schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in body.get("tools") or []}
+            scrambled = scramble_values(text, expected.get("arguments") or {}, schemas.get(expected["tool"], {}), rng)
+            if scrambled is not None:
+                text, new_args = scrambled
+                expected["arguments"] = new_args
+        if rng.random() < PERTURB_SHARE:
+            text = perturb_request(text, expected.get("arguments") or {}, rng)
+    if text == body["messages"][-1]["content"]:
         return body
     messages = [dict(m) for m in body["messages"]]
-    messages[-1]["content"] = new_text
+    messages[-1]["content"] = text
     return {**body, "messages": messages}
 
 

@@ -51,3 +51,26 @@ def _strings(v):
     if isinstance(v, list):
         return [s for x in v for s in _strings(x)]
     return [v] if isinstance(v, str) else []
+
+
+def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
+    from training.augment import scramble_values
+    from verifier.toolcall_scoring import check_call
+
+    rng = random.Random(4)
+    done = 0
+    for body, meta in generate_cases(8, 300, template_set="train", no_tool_share=0.0):
+        text = body["messages"][-1]["content"]
+        exp = meta["expected"]
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
+        out = scramble_values(text, exp["arguments"], schemas[exp["tool"]], rng)
+        if out is None:
+            continue
+        done += 1
+        new_text, new_args = out
+        assert new_text != text and new_args != exp["arguments"]
+        assert check_call(exp["tool"], json.dumps(new_args), schemas).valid
+        for old, new in zip(_strings(exp["arguments"]), _strings(new_args)):
+            if old in text:  # a stated value is stated in its new form, and the old one is gone
+                assert new in new_text and (old == new or old not in new_text), (old, new, new_text)
+    assert done > 150
