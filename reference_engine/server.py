@@ -311,8 +311,9 @@ class Server:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
         self._check_model(req.model)
-        if req.stream:
-            raise ApiError(400, "stream is not supported on /v1/completions by this server", param="stream")
+        if req.stream and req.echo:
+            raise ApiError(400, "echo is not supported with stream on /v1/completions; use echo without stream "
+                           "for prompt logprobs", param="echo")
         prompt = req.single_prompt()
         prompt_ids = self.tok.encode(prompt, add_special_tokens=True) if isinstance(prompt, str) else list(prompt)
         if not prompt_ids:
@@ -323,6 +324,13 @@ class Server:
                               top_logprobs=req.logprobs or 0,
                               prompt_logprobs=(req.logprobs or 0) if want_prompt_lp else None)
         rid, q = self._submit(prompt_ids, params)
+        if req.stream:
+            first = await q.get()
+            if isinstance(first, ErrorEvent):
+                return error_response(first.status, first.message, first.type, code=first.code)
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return StreamingResponse(self._completion_stream(rid, q, first, req, include_usage),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
         gen, stopped_text = await self._collect(rid, q, req.stop_list())
         if gen.error:
             return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
@@ -336,6 +344,77 @@ class Server:
         return JSONResponse({"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
                              "model": self.model_name, "system_fingerprint": self.fingerprint,
                              "choices": [choice], "usage": self._usage(gen.finish)})
+
+    async def _completion_stream(self, rid: str, q: asyncio.Queue, first, req: CompletionRequest,
+                                 include_usage: bool) -> AsyncIterator[bytes]:
+        """Legacy completions as SSE: a text delta per token (held back while it could still become a stop
+        string, or while it ends inside a multi-byte character), per-token logprobs in the legacy shape, a
+        final chunk with finish_reason, an optional usage chunk, then [DONE]; an engine error is an error event."""
+        base = {"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
+                "model": self.model_name, "system_fingerprint": self.fingerprint}
+
+        def chunk(text: str, finish: str | None = None, logprobs: dict | None = None) -> bytes:
+            return _sse({**base, "choices": [{"index": 0, "text": text, "logprobs": logprobs,
+                                              "finish_reason": finish}]})
+
+        stop = req.stop_list()
+        hold = max((len(x) for x in stop), default=1) - 1
+        ids: list[int] = []
+        sent = 0
+        n_tokens = 0
+        finish_ev: FinishEvent | None = None
+        final_text: str | None = None
+        done = False
+        try:
+            ev = first
+            while True:
+                if isinstance(ev, ErrorEvent):
+                    yield _sse(_error_payload(ev))
+                    yield b"data: [DONE]\n\n"
+                    done = True
+                    return
+                if isinstance(ev, FinishEvent):
+                    finish_ev = ev
+                    break
+                if isinstance(ev, TokenEvent):
+                    n_tokens += 1
+                    tid = ev.choice.token_id
+                    ids.append(tid)
+                    text = self._text(ids)
+                    cut = _find_stop(text, stop) if stop else None
+                    if cut is not None:
+                        text = text[:cut]
+                        self.engine.abort(rid, finish_reason="stop")
+                        finish_ev = await self._drain_to_finish(q, n_tokens)
+                    end = len(text) if (cut is not None or not stop) else max(len(text) - hold, sent)
+                    if cut is None and text.endswith("\ufffd"):
+                        end = min(end, len(text) - 1)
+                    delta, sent = text[sent:end] if end > sent else "", max(sent, end)
+                    lp = None
+                    if req.logprobs is not None and tid not in self.stop_text_ids:
+                        s_tok = self.tok.token_text(tid)
+                        lp = {"tokens": [s_tok], "token_logprobs": [ev.choice.logprob],
+                              "top_logprobs": [None if ev.choice.top is None else
+                                               {self.tok.token_text(t): v for t, v in ev.choice.top}],
+                              "text_offset": [sent - len(delta)]}
+                    if delta or lp:
+                        yield chunk(delta, logprobs=lp)
+                    if finish_ev is not None:
+                        final_text = text
+                        break
+                ev = await q.get()
+            # whatever was held back (a stop-string prefix that never completed, a split character) goes now
+            final = final_text if final_text is not None else self._text(ids)
+            if len(final) > sent:
+                yield chunk(final[sent:])
+            yield chunk("", finish=finish_ev.reason)
+            if include_usage:
+                yield _sse({**base, "choices": [], "usage": self._usage(finish_ev)})
+            yield b"data: [DONE]\n\n"
+            done = True
+        finally:
+            if not done:
+                self.engine.abort(rid)
 
     def _legacy_logprobs(self, gen: Generation, with_prompt: bool) -> dict:
         tokens: list[str] = []

@@ -150,6 +150,30 @@ def test_completions_echo_teacher_forcing_matches_distributions(rand_srv):
     assert r.usage.prompt_tokens == n and r.usage.completion_tokens == 3
 
 
+
+def test_completions_stream_equals_non_stream_with_logprobs_usage_and_stop(rand_srv):
+    c = client(rand_srv)
+    kw = dict(model=rand_srv.model, prompt="Once upon a time", max_tokens=12, temperature=0,
+              extra_body={"ignore_eos": True})
+    plain = c.completions.create(logprobs=3, **kw)
+    chunks = list(c.completions.create(stream=True, logprobs=3, stream_options={"include_usage": True}, **kw))
+    text_chunks = [ch for ch in chunks if ch.choices]
+    assert "".join(ch.choices[0].text for ch in text_chunks) == plain.choices[0].text
+    assert text_chunks[-1].choices[0].finish_reason == plain.choices[0].finish_reason == "length"
+    streamed_lps = [x for ch in text_chunks if ch.choices[0].logprobs for x in ch.choices[0].logprobs.token_logprobs]
+    assert np.allclose(streamed_lps, plain.choices[0].logprobs.token_logprobs, atol=1e-6)
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens == 12
+    # a stop string cuts the stream exactly where it cuts the non-streamed text
+    stop = plain.choices[0].text[3:5]
+    cut = c.completions.create(stop=[stop], **kw).choices[0]
+    streamed = list(c.completions.create(stream=True, stop=[stop], **kw))
+    assert "".join(ch.choices[0].text for ch in streamed if ch.choices) == cut.text
+    assert stop not in cut.text and streamed[-1].choices[0].finish_reason == cut.finish_reason == "stop"
+    # echo needs the whole prompt's logprobs at once: refused with a 400 naming the field, not a 500
+    r = httpx.post(rand_srv.base_url + "/completions", json={"model": rand_srv.model, "prompt": "x", "stream": True,
+                                                             "echo": True, "logprobs": 1})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "echo"
+
 MALFORMED = [
     (b"{not json", None),
     (b"[]", None),
