@@ -216,3 +216,58 @@ def _pseudo_phrase(value: str, rng: random.Random) -> str:
             return made.upper()
         return made.capitalize() if w[0].isupper() else made
     return re.sub(r"\d", lambda _: str(rng.randint(0, 9)), re.sub(r"[A-Za-z]+", word, value))
+
+
+# --------------------------------------------------------------------------- tool renaming
+
+_VERB_ALTERNATIVES: dict[str, tuple[str, ...]] = {
+    "get": ("fetch", "lookup", "read"), "create": ("make", "new", "add"), "search": ("find", "query", "lookup"),
+    "set": ("update", "configure"), "send": ("post", "deliver"), "list": ("show", "fetch"), "book": ("reserve",),
+    "add": ("append", "insert"), "update": ("edit", "modify"), "run": ("execute", "start"), "track": ("trace", "follow"),
+    "read": ("open", "load"), "write": ("save", "store"), "convert": ("transform",), "check": ("verify", "inspect"),
+}
+_SUFFIXES_FOR_NAMES = ("_v2", "_tool", "_api", "_fn")
+
+
+def tool_name_variant(name: str, rng: random.Random) -> str:
+    """Another plausible name for the same tool: a synonym verb, the verb dropped, or a version suffix."""
+    words = name.split("_")
+    choice = rng.random()
+    if choice < 0.45 and words[0] in _VERB_ALTERNATIVES:
+        return "_".join([rng.choice(_VERB_ALTERNATIVES[words[0]]), *words[1:]])
+    if choice < 0.7 and len(words) >= 3:
+        return "_".join(words[1:])
+    return name + rng.choice(_SUFFIXES_FOR_NAMES)
+
+
+def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
+                 rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The same case with every offered tool renamed (in the tool list, in earlier tool calls and in the
+    expected call).
+
+    Why: with the catalogue's fixed names a model can recall the tool for a request from memory and never
+    read the offered list, so it names tools that are not offered. Renamed tools can only be named by
+    copying from the list.
+    """
+    mapping: dict[str, str] = {}
+    for t in body.get("tools") or []:
+        old = t["function"]["name"]
+        for _ in range(4):
+            new = tool_name_variant(old, rng)
+            if new not in mapping.values() and new != old:
+                mapping[old] = new
+                break
+    if not mapping:
+        return body, expected
+    tools = [{**t, "function": {**t["function"], "name": mapping.get(t["function"]["name"], t["function"]["name"])}}
+             for t in body["tools"]]
+    messages = []
+    for m in body["messages"]:
+        if m.get("tool_calls"):
+            m = {**m, "tool_calls": [{**c, "function": {**c["function"],
+                                                        "name": mapping.get(c["function"]["name"], c["function"]["name"])}}
+                                     for c in m["tool_calls"]]}
+        messages.append(m)
+    if expected is not None:
+        expected = {**expected, "tool": mapping.get(expected["tool"], expected["tool"])}
+    return {**body, "tools": tools, "messages": messages}, expected

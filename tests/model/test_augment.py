@@ -74,3 +74,23 @@ def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
             if old in text:  # a stated value is stated in its new form, and the old one is gone
                 assert new in new_text and (old == new or old not in new_text), (old, new, new_text)
     assert done > 150
+
+
+def test_renamed_tools_stay_consistent_between_list_history_and_answer() -> None:
+    from training.augment import rename_tools
+
+    rng = random.Random(2)
+    renamed = 0
+    for body, meta in generate_cases(9, 200, template_set="train", followup_share=0.5):
+        new_body, new_exp = rename_tools(body, meta["expected"], rng)
+        offered = [t["function"]["name"] for t in new_body["tools"]]
+        old = [t["function"]["name"] for t in body["tools"]]
+        assert len(set(offered)) == len(offered) and len(offered) == len(old)
+        renamed += offered != old
+        if new_exp is not None:
+            assert new_exp["tool"] in offered and new_exp["arguments"] == meta["expected"]["arguments"]
+        for m in new_body["messages"]:
+            for c in m.get("tool_calls") or []:
+                earlier = c["function"]["name"]
+                assert earlier in offered or earlier not in old  # an earlier call of an offered tool is renamed too
+    assert renamed > 150
