@@ -116,9 +116,15 @@ def _held_out_single_tool_answers(n: int) -> list[tuple[object, dict]]:
     return out
 
 
+#: held-out cases replayed by the behaviour tests. Forty, not eight: the shipped model names the offered tool
+#: in about 60% of them, and eight cases are too few to tell 60% from 40% (a retrained checkpoint of the same
+#: quality flipped the old 5-of-8 check); forty take about 15 s on 2 cores.
+N_HELD_OUT = 40
+
+
 @pytest.fixture(scope="module")
 def held_out_answers() -> list[tuple[object, dict]]:
-    return _held_out_single_tool_answers(8)
+    return _held_out_single_tool_answers(N_HELD_OUT)
 
 
 def test_held_out_requests_get_well_formed_calls_of_the_offered_tool(held_out_answers):
@@ -133,7 +139,9 @@ def test_held_out_requests_get_well_formed_calls_of_the_offered_tool(held_out_an
             well_formed += isinstance(json.loads(calls[0]["function"]["arguments"]), dict)
         except json.JSONDecodeError:
             continue
-    assert well_formed >= 5, f"only {well_formed}/8 held-out requests got a well-formed call of the offered tool"
+    # half: far above an untrained checkpoint (none) and below the shipped model's ~60% (MODEL_CARD.md)
+    assert well_formed >= N_HELD_OUT // 2, \
+        f"only {well_formed}/{N_HELD_OUT} held-out requests got a well-formed call of the offered tool"
 
 
 @pytest.mark.xfail(strict=True, reason="issue #5 quality bar (schema accuracy >= 0.97) not met by the shipped "
@@ -151,4 +159,6 @@ def test_held_out_requests_produce_schema_valid_calls_of_the_expected_tool(held_
         except (json.JSONDecodeError, jsonschema.ValidationError):
             continue
         valid += fn["name"] == c.expected.tool
-    assert valid >= 7, f"only {valid}/8 held-out requests produced a schema-valid call of the expected tool"
+    # the issue's bar: schema accuracy >= 0.97
+    assert valid >= 0.97 * N_HELD_OUT, \
+        f"only {valid}/{N_HELD_OUT} held-out requests produced a schema-valid call of the expected tool"
