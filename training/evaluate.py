@@ -146,8 +146,16 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
         stop = "budget"
         steps = 0
         for steps in range(1, sc.step_budget + 1):
-            resp = await _chat(client, base_url, {"messages": messages, "tools": env.tools(), "temperature": 0,
-                                                  "max_tokens": max_tokens})
+            try:
+                resp = await _chat(client, base_url, {"messages": messages, "tools": env.tools(), "temperature": 0,
+                                                      "max_tokens": max_tokens})
+            except httpx.HTTPStatusError as exc:
+                # a trajectory that outgrows the model's context ends there, as in the verifier's agent runner
+                if exc.response.status_code == 400 and "context_length_exceeded" in exc.response.text:
+                    stop = "context_limit"
+                    transcript.append("stop: context limit")
+                    break
+                raise
             msg = resp["choices"][0]["message"]
             calls = msg.get("tool_calls") or []
             if not calls:

@@ -3,8 +3,8 @@
     python -m training.train --out reference_engine/models/verifier-tiny
 
 Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
--> tokenize with a loss mask on assistant tokens -> pack documents into fixed-length rows (attention and
-positions never cross a document boundary) -> AdamW with warmup + cosine decay, fixed seed, 2 threads ->
+-> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
+(``bucket_batches`` says why not packed) -> AdamW with warmup + cosine decay, fixed seed, 2 threads ->
 export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
 """
 
@@ -49,54 +49,41 @@ def encode(tok: Tokenizer, text: str) -> Doc:
     return Doc(np.asarray(enc.ids, dtype=np.int32), mask)
 
 
-def pack(docs: list[Doc], block: int, pad_id: int, seed: int) -> tuple[torch.Tensor, ...]:
-    """First-fit packing into rows of ``block`` tokens -> (ids, target_mask, positions, doc_ids) tensors."""
+def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
+                   multiple: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """One document per row, rows of similar length batched together -> [(ids, target_mask)], right-padded.
+
+    Why not pack several documents into each row: attention over a packed row needs a block-diagonal mask,
+    and PyTorch's CPU attention then does the work of the whole row length for every token; one document
+    per row runs the plain causal kernel over the document's own length. Measured on the 2-core build
+    machine with the shipped shape: 8.9k vs 5.9k tokens/s on synthetic batches (1.5x), 7.1k vs 5.4k over
+    whole shipped training runs (1.3x). Sorting by length keeps padding small (about 1.5 %);
+    the batch order is shuffled each epoch by the training loop. Padding sits after each document, so
+    causal attention never reads it, and its target mask is false.
+    """
     order = list(range(len(docs)))
     random.Random(seed).shuffle(order)
-    rows: list[list[int]] = []
-    room: list[int] = []
+    order.sort(key=lambda i: len(docs[i].ids))  # stable: equal lengths stay shuffled
+    groups: list[list[int]] = []
+    width = 0
     for i in order:
-        n = len(docs[i].ids)
-        for r in range(max(0, len(rows) - 64), len(rows)):  # look back a little: cheap and nearly as tight
-            if room[r] >= n:
-                rows[r].append(i)
-                room[r] -= n
-                break
+        n = -(-len(docs[i].ids) // multiple) * multiple
+        if groups and (len(groups[-1]) + 1) * max(width, n) <= batch_tokens:
+            groups[-1].append(i)
+            width = max(width, n)
         else:
-            rows.append([i])
-            room.append(block - n)
-    ids = np.full((len(rows), block), pad_id, dtype=np.int64)
-    tmask = np.zeros((len(rows), block), dtype=bool)
-    pos = np.zeros((len(rows), block), dtype=np.int64)
-    doc = np.full((len(rows), block), -1, dtype=np.int64)
-    for r, members in enumerate(rows):
-        at = 0
-        for k, i in enumerate(members):
-            d = docs[i]
-            n = len(d.ids)
-            ids[r, at:at + n] = d.ids
-            tmask[r, at:at + n] = d.mask
-            pos[r, at:at + n] = np.arange(n)
-            doc[r, at:at + n] = k
-            at += n
-        pos[r, at:] = np.arange(block - at)
-        doc[r, at:] = len(members)  # padding attends to itself only
-    return tuple(torch.from_numpy(a) for a in (ids, tmask, pos, doc))
-
-
-def make_batches(docs: list[Doc], block: int, short_block: int, batch_tokens: int, pad_id: int,
-                 seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """Pack short and long documents separately, then cut each packed pool into batches of ~batch_tokens."""
-    out: list[tuple[torch.Tensor, ...]] = []
-    short = [d for d in docs if len(d.ids) <= short_block]
-    long = [d for d in docs if len(d.ids) > short_block]
-    for pool, length in ((short, short_block), (long, block)):
-        if not pool:
-            continue
-        tensors = pack(pool, length, pad_id, seed)
-        rows = max(1, batch_tokens // length)
-        for start in range(0, tensors[0].shape[0] - rows + 1, rows):
-            out.append(tuple(t[start:start + rows] for t in tensors))
+            groups.append([i])
+            width = n
+    out: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for members in groups:
+        width = -(-max(len(docs[i].ids) for i in members) // multiple) * multiple
+        ids = np.full((len(members), width), pad_id, dtype=np.int64)
+        tmask = np.zeros((len(members), width), dtype=bool)
+        for r, i in enumerate(members):
+            n = len(docs[i].ids)
+            ids[r, :n] = docs[i].ids
+            tmask[r, :n] = docs[i].mask
+        out.append((torch.from_numpy(ids), torch.from_numpy(tmask)))
     return out
 
 
@@ -108,24 +95,22 @@ def lr_at(progress: float, step: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def masked_loss(model: TinyLlama, ids, tmask, pos, doc) -> torch.Tensor:
-    """Next-token loss where the *target* is an assistant token (never across a document boundary)."""
-    hidden = model(ids[:, :-1], pos[:, :-1], doc[:, :-1], hidden_only=True)
-    target = ids[:, 1:]
-    keep = tmask[:, 1:] & (doc[:, 1:] == doc[:, :-1])
-    return F.cross_entropy(model.lm_head(hidden[keep]), target[keep])
+def masked_loss(model: TinyLlama, ids: torch.Tensor, tmask: torch.Tensor) -> torch.Tensor:
+    """Next-token loss where the *target* is an assistant token (rows hold one document each)."""
+    hidden = model(ids[:, :-1], hidden_only=True)
+    keep = tmask[:, 1:]
+    return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--n-toolcall", type=int, default=48000)
-    ap.add_argument("--n-agent", type=int, default=4800)
+    ap.add_argument("--n-toolcall", type=int, default=72000)
+    ap.add_argument("--n-agent", type=int, default=7200)
     ap.add_argument("--block", type=int, default=1024)
-    ap.add_argument("--short-block", type=int, default=384, help="row length for short (single-turn) documents")
     ap.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch (rows x row length)")
-    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--epochs", type=float, default=1.2)
     ap.add_argument("--lr", type=float, default=4e-3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
@@ -169,11 +154,10 @@ def main(argv: list[str] | None = None) -> None:
           f"tokens {n_tok} (supervised {n_sup}); mean doc {n_tok / max(1, len(docs)):.0f} ({time.time() - t0:.0f}s)",
           flush=True)
 
-    # two row lengths: short single-turn docs in short rows, agent trajectories in long rows, so the
-    # attention mask (quadratic in row length) is only paid where a document needs it
-    batches = make_batches(docs, args.block, args.short_block, args.batch_tokens, pad_id, args.seed)
+    batches = bucket_batches(docs, args.batch_tokens, pad_id, args.seed)
     n_rows_tok = sum(bt[0].numel() for bt in batches)
-    print(f"packed: {len(batches)} batches of ~{args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})", flush=True)
+    print(f"batched: {len(batches)} batches of <= {args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})",
+          flush=True)
 
     vocab = int(math.ceil(tok.get_vocab_size() / 64) * 64)
     cfg = TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
@@ -198,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     for step in range(total):
         if step % per_epoch == 0 and step > 0:
             order = torch.randperm(per_epoch, generator=gen)
-        ids, tmask, pos, doc = batches[int(order[step % per_epoch])]
+        ids, tmask = batches[int(order[step % per_epoch])]
         seen += ids.numel()
         # progress is the larger of the step fraction and the time fraction: on an idle 2-core machine the
         # step count decides (deterministic); on a shared, slower one the schedule still completes in budget
@@ -209,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         lr = lr_at(progress, step, args.lr, args.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = masked_loss(model, ids, tmask, pos, doc)
+        loss = masked_loss(model, ids, tmask)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

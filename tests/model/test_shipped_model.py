@@ -107,6 +107,11 @@ def _held_out_single_tool_answers(n: int) -> list[tuple[object, dict]]:
     cases = [c for c in load_jsonl(CORE_SUITE).cases
              if c.expected is not None and len(c.body.get("tools") or []) == 1 and len(c.body["messages"]) == 2][:n]
     assert len(cases) == n
+    return _replay(cases)
+
+
+def _replay(cases: list) -> list[tuple[object, dict]]:
+    """(case, greedy reply message) for each case, through a bf16 engine server."""
     out = []
     with start_server() as srv:
         for c in cases:
@@ -144,21 +149,31 @@ def test_held_out_requests_get_well_formed_calls_of_the_offered_tool(held_out_an
         f"only {well_formed}/{N_HELD_OUT} held-out requests got a well-formed call of the offered tool"
 
 
-@pytest.mark.xfail(strict=True, reason="issue #5 quality bar (schema accuracy >= 0.97) not met by the shipped "
-                   "checkpoint yet; see MODEL_CARD.md. strict: this fails loudly once the model passes, so the "
-                   "marker is removed then")
-def test_held_out_requests_produce_schema_valid_calls_of_the_expected_tool(held_out_answers):
-    valid = 0
-    for c, msg in held_out_answers:
-        calls = msg.get("tool_calls") or []
-        if not calls:
-            continue
-        fn = calls[0]["function"]
-        try:
-            jsonschema.validate(json.loads(fn["arguments"]), c.tools()[c.expected.tool])
-        except (json.JSONDecodeError, jsonschema.ValidationError):
-            continue
-        valid += fn["name"] == c.expected.tool
-    # the issue's bar: schema accuracy >= 0.97
-    assert valid >= 0.97 * N_HELD_OUT, \
-        f"only {valid}/{N_HELD_OUT} held-out requests produced a schema-valid call of the expected tool"
+@pytest.fixture(scope="module")
+def first_core_answers() -> list[tuple[object, dict]]:
+    """Greedy replies to the first N_HELD_OUT toolcall-core cases as the suite has them (any number of offered
+    tools, 30 % with no fitting tool): the mix the issue's quality bar is stated on."""
+    from verifier.suite_format import load_jsonl
+
+    return _replay(load_jsonl(CORE_SUITE).cases[:N_HELD_OUT])
+
+
+@pytest.mark.xfail(strict=True, reason="issue #5 quality bar (trigger F1 >= 0.95, schema accuracy >= 0.97) not met "
+                   "by the shipped checkpoint yet; see MODEL_CARD.md. strict: this fails loudly once the model "
+                   "passes, so the marker is removed then")
+def test_held_out_cases_meet_the_quality_bar(first_core_answers):
+    from verifier.toolcall_scoring import check_call
+
+    tp = fp = fn = calls = valid = 0
+    for c, msg in first_core_answers:
+        tool_calls = msg.get("tool_calls") or []
+        expected = c.expected is not None
+        tp += expected and bool(tool_calls)
+        fp += (not expected) and bool(tool_calls)
+        fn += expected and not tool_calls
+        for call in tool_calls[:1]:
+            calls += 1
+            valid += check_call(call["function"]["name"], call["function"]["arguments"], c.tools()).valid
+    f1 = 2 * tp / max(1, 2 * tp + fp + fn)
+    assert f1 >= 0.95 and calls and valid / calls >= 0.97, \
+        f"trigger F1 {f1:.2f} (tp {tp}, fp {fp}, fn {fn}), schema accuracy {valid}/{calls}"

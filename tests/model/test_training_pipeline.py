@@ -1,4 +1,4 @@
-"""The training pipeline's parts, on real (small) data: template, loss mask, packing, HF name parity."""
+"""The training pipeline's parts, on real (small) data: template, loss mask, batching, HF name parity."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, tool_ca
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
-from training.train import encode, make_batches, masked_loss, pack
+from training.train import bucket_batches, encode, masked_loss
 
 
 @pytest.fixture(scope="module")
@@ -60,31 +60,26 @@ def test_loss_mask_marks_exactly_assistant_tokens(convs, tok):
     assert supervised == expected
 
 
-def test_packing_keeps_documents_apart(convs, tok):
-    docs = [encode(tok, c.text()) for c in convs[:20]]
-    ids, tmask, pos, doc = pack(docs, 1024, pad_id=0, seed=0)
-    assert int(tmask.sum()) == sum(int(d.mask.sum()) for d in docs)
-    for r in range(ids.shape[0]):
-        for k in doc[r].unique().tolist():
-            sel = doc[r] == k
-            p = pos[r][sel]
-            assert torch.equal(p, torch.arange(len(p)))  # positions restart at every document
-    batches = make_batches(docs, 1024, 384, 1536, pad_id=0, seed=0)
-    assert batches and all(b[0].numel() <= 1536 for b in batches)
+def test_bucketed_batches_hold_every_document_once_one_per_row(convs, tok):
+    docs = [encode(tok, c.text()) for c in convs[:40]]
+    batches = bucket_batches(docs, 1536, pad_id=0, seed=0)
+    assert batches and all(ids.numel() <= 1536 or ids.shape[0] == 1 for ids, _ in batches)
+    assert sum(ids.shape[0] for ids, _ in batches) == len(docs)
+    assert sum(int(m.sum()) for _, m in batches) == sum(int(d.mask.sum()) for d in docs)
+    rows = sorted(tuple(ids[r][ids[r] != 0].tolist()) for ids, _ in batches for r in range(ids.shape[0]))
+    assert rows == sorted(tuple(d.ids[d.ids != 0].tolist()) for d in docs)  # each row is one whole document
+    for ids, m in batches:
+        assert ids.shape[1] % 8 == 0 and not m[ids == 0].any()  # padding is never a target
 
 
-def test_packed_forward_equals_separate_forward():
+def test_right_padding_does_not_change_the_document_logits():
     torch.manual_seed(0)
     m = TinyLlama(TinyConfig(vocab_size=128, hidden_size=128, intermediate_size=128, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2))
-    a, b = torch.randint(0, 128, (1, 7)), torch.randint(0, 128, (1, 5))
-    ids = torch.cat([a, b], 1)
-    pos = torch.cat([torch.arange(7), torch.arange(5)])[None]
-    doc = torch.tensor([[0] * 7 + [1] * 5])
+    a = torch.randint(1, 128, (1, 7))
+    padded = torch.cat([a, torch.zeros(1, 9, dtype=torch.long)], 1)
     with torch.no_grad():
-        packed = m(ids, pos, doc)
-        torch.testing.assert_close(packed[:, :7], m(a), rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(packed[:, 7:], m(b), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(m(padded)[:, :7], m(a), rtol=1e-4, atol=1e-5)
 
 
 def test_state_dict_loads_into_transformers_llama_with_equal_logits():
@@ -110,8 +105,7 @@ def test_masked_loss_ignores_prompt_tokens():
     ids = torch.randint(0, 64, (1, 10))
     tmask = torch.zeros(1, 10, dtype=torch.bool)
     tmask[0, 6:] = True
-    pos, doc = torch.arange(10)[None], torch.zeros(1, 10, dtype=torch.long)
-    loss = masked_loss(m, ids, tmask, pos, doc)
+    loss = masked_loss(m, ids, tmask)
     loss.backward()
     assert np.isfinite(loss.item())
     with torch.no_grad():
