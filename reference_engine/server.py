@@ -60,6 +60,19 @@ class Generation:
     error: ErrorEvent | None = None
 
 
+@dataclass
+class TextDelta:
+    """What a stream may send after one engine event: text that can no longer become part of a stop string
+    (nor ends inside a multi-byte character), where it starts in the generated text, the token behind it
+    (None on the final flush), and on the last step the FinishEvent, or an ErrorEvent instead of text."""
+
+    text: str
+    offset: int
+    token: TokenEvent | None = None
+    finish: FinishEvent | None = None
+    error: ErrorEvent | None = None
+
+
 class Server:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -225,73 +238,83 @@ class Server:
             return _sse({**base, "choices": [c]})
 
         splitter = StreamingToolSplitter(self.parser) if parse_tools else None
-        stop = req.stop_list()
-        hold = max((len(s) for s in stop), default=1) - 1
-        ids: list[int] = []
-        sent_chars = 0
-        raw_text = forced
-        n_tokens = 0
-        finish_ev: FinishEvent | None = None
         done = False
         try:
             yield chunk({"role": "assistant", "content": ""})
             if splitter is not None and forced:
                 splitter.push(forced)
-            ev = first
-            while True:
-                if isinstance(ev, ErrorEvent):
-                    yield _sse(_error_payload(ev))
+            async for step in self._text_deltas(rid, q, first, req.stop_list(), forced):
+                if step.error is not None:
+                    yield _sse(_error_payload(step.error))
                     yield b"data: [DONE]\n\n"
                     done = True
                     return
-                if isinstance(ev, TokenEvent):
-                    n_tokens += 1
-                    tid = ev.choice.token_id
-                    lp = None
-                    if req.logprobs and tid not in self.stop_text_ids:
-                        lp = [self._logprob_entry(tid, ev.choice.logprob, ev.choice.top)]
-                    ids.append(tid)
-                    text = forced + self._text(ids)
-                    cut = _find_stop(text[len(forced):], stop) if stop else None
-                    if cut is not None:
-                        text = text[:len(forced) + cut]
-                        self.engine.abort(rid, finish_reason="stop")
-                        finish_ev = await self._drain_to_finish(q, n_tokens)
-                    safe_end = len(text) if (cut is not None or not stop) else max(len(text) - hold, sent_chars)
-                    if text.endswith("\ufffd") and cut is None:
-                        safe_end = min(safe_end, len(text) - 1)
-                    delta = text[sent_chars:safe_end] if safe_end > sent_chars else ""
-                    sent_chars = max(sent_chars, safe_end)
-                    raw_text = text
+                delta = step.text
+                if splitter is not None and delta:
+                    delta = splitter.push(delta)
+                if step.token is None:  # the final flush: whatever was held back, then the parsed calls
+                    calls: list[ParsedToolCall] = []
                     if splitter is not None:
-                        delta = splitter.push(delta) if delta else ""
-                    if delta or lp:
-                        yield chunk({"content": delta} if delta else {}, logprobs=lp)
-                    if finish_ev is not None:
-                        break
-                elif isinstance(ev, FinishEvent):
-                    finish_ev = ev
-                    break
-                ev = await q.get()
-            tail = raw_text[sent_chars:]
-            calls: list[ParsedToolCall] = []
-            if splitter is not None:
-                rest = splitter.push(tail) if tail else ""
-                more, calls = splitter.finish()
-                tail = rest + more
-            if tail:
-                yield chunk({"content": tail})
-            for i, c in enumerate(calls):
-                yield chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
-                                             "function": {"name": c.name, "arguments": c.arguments}}]})
-            yield chunk({}, finish="tool_calls" if calls else finish_ev.reason)
-            if include_usage:
-                yield _sse({**base, "choices": [], "usage": self._usage(finish_ev)})
+                        more, calls = splitter.finish()
+                        delta += more
+                    if delta:
+                        yield chunk({"content": delta})
+                    for i, c in enumerate(calls):
+                        yield chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                                     "function": {"name": c.name, "arguments": c.arguments}}]})
+                    yield chunk({}, finish="tool_calls" if calls else step.finish.reason)
+                    if include_usage:
+                        yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
+                    continue
+                tid = step.token.choice.token_id
+                lp = None
+                if req.logprobs and tid not in self.stop_text_ids:
+                    lp = [self._logprob_entry(tid, step.token.choice.logprob, step.token.choice.top)]
+                if delta or lp:
+                    yield chunk({"content": delta} if delta else {}, logprobs=lp)
             yield b"data: [DONE]\n\n"
             done = True
         finally:
             if not done:
                 self.engine.abort(rid)
+
+    async def _text_deltas(self, rid: str, q: asyncio.Queue, first, stop: list[str],
+                           forced: str = "") -> AsyncIterator[TextDelta]:
+        """The text side of every stream, shared by chat and completions: decode the tokens as they come
+        (after any ``forced`` prefix), hold text back while it could still turn into a stop string or while it
+        ends inside a multi-byte character, cut at a completed stop string (aborting the request and counting
+        only the tokens up to it), and flush what was held back with the FinishEvent at the end."""
+        hold = max((len(x) for x in stop), default=1) - 1
+        ids: list[int] = []
+        text = forced
+        sent = 0
+        finish_ev: FinishEvent | None = None
+        ev = first
+        while True:
+            if isinstance(ev, ErrorEvent):
+                yield TextDelta("", sent, error=ev)
+                return
+            if isinstance(ev, FinishEvent):
+                finish_ev = ev
+                break
+            if isinstance(ev, TokenEvent):
+                ids.append(ev.choice.token_id)
+                text = forced + self._text(ids)
+                cut = _find_stop(text[len(forced):], stop) if stop else None
+                if cut is not None:
+                    text = text[:len(forced) + cut]
+                    self.engine.abort(rid, finish_reason="stop")
+                    finish_ev = await self._drain_to_finish(q, len(ids))
+                end = len(text) if (cut is not None or not stop) else max(len(text) - hold, sent)
+                if cut is None and text.endswith("\ufffd"):
+                    end = min(end, len(text) - 1)
+                start, sent = sent, max(sent, end)
+                yield TextDelta(text[start:sent], start, token=ev)
+                if finish_ev is not None:
+                    break
+            ev = await q.get()
+        # whatever was held back (a stop-string prefix that never completed, a split character) goes now
+        yield TextDelta(text[sent:], sent, finish=finish_ev)
 
     @staticmethod
     async def _drain_to_finish(q: asyncio.Queue, n_tokens: int) -> FinishEvent:
@@ -357,59 +380,30 @@ class Server:
             return _sse({**base, "choices": [{"index": 0, "text": text, "logprobs": logprobs,
                                               "finish_reason": finish}]})
 
-        stop = req.stop_list()
-        hold = max((len(x) for x in stop), default=1) - 1
-        ids: list[int] = []
-        sent = 0
-        n_tokens = 0
-        finish_ev: FinishEvent | None = None
-        final_text: str | None = None
         done = False
         try:
-            ev = first
-            while True:
-                if isinstance(ev, ErrorEvent):
-                    yield _sse(_error_payload(ev))
+            async for step in self._text_deltas(rid, q, first, req.stop_list()):
+                if step.error is not None:
+                    yield _sse(_error_payload(step.error))
                     yield b"data: [DONE]\n\n"
                     done = True
                     return
-                if isinstance(ev, FinishEvent):
-                    finish_ev = ev
-                    break
-                if isinstance(ev, TokenEvent):
-                    n_tokens += 1
-                    tid = ev.choice.token_id
-                    ids.append(tid)
-                    text = self._text(ids)
-                    cut = _find_stop(text, stop) if stop else None
-                    if cut is not None:
-                        text = text[:cut]
-                        self.engine.abort(rid, finish_reason="stop")
-                        finish_ev = await self._drain_to_finish(q, n_tokens)
-                    end = len(text) if (cut is not None or not stop) else max(len(text) - hold, sent)
-                    if cut is None and text.endswith("\ufffd"):
-                        end = min(end, len(text) - 1)
-                    delta, sent = text[sent:end] if end > sent else "", max(sent, end)
-                    lp = None
-                    if req.logprobs is not None and tid not in self.stop_text_ids:
-                        s_tok = self.tok.token_text(tid)
-                        lp = {"tokens": [s_tok], "token_logprobs": [ev.choice.logprob],
-                              "top_logprobs": [None if ev.choice.top is None else
-                                               {self.tok.token_text(t): v for t, v in ev.choice.top}],
-                              "text_offset": [sent - len(delta)]}
-                    if delta or lp:
-                        yield chunk(delta, logprobs=lp)
-                    if finish_ev is not None:
-                        final_text = text
-                        break
-                ev = await q.get()
-            # whatever was held back (a stop-string prefix that never completed, a split character) goes now
-            final = final_text if final_text is not None else self._text(ids)
-            if len(final) > sent:
-                yield chunk(final[sent:])
-            yield chunk("", finish=finish_ev.reason)
-            if include_usage:
-                yield _sse({**base, "choices": [], "usage": self._usage(finish_ev)})
+                if step.token is None:  # the final flush
+                    if step.text:
+                        yield chunk(step.text)
+                    yield chunk("", finish=step.finish.reason)
+                    if include_usage:
+                        yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
+                    continue
+                tid = step.token.choice.token_id
+                lp = None
+                if req.logprobs is not None and tid not in self.stop_text_ids:
+                    top = step.token.choice.top
+                    lp = {"tokens": [self.tok.token_text(tid)], "token_logprobs": [step.token.choice.logprob],
+                          "top_logprobs": [None if top is None else {self.tok.token_text(t): v for t, v in top}],
+                          "text_offset": [step.offset]}
+                if step.text or lp:
+                    yield chunk(step.text, logprobs=lp)
             yield b"data: [DONE]\n\n"
             done = True
         finally:
