@@ -241,8 +241,8 @@ class Server:
         done = False
         try:
             yield chunk({"role": "assistant", "content": ""})
-            if splitter is not None and forced:
-                splitter.push(forced)
+            # the forced header (named/required tool_choice) starts the text _text_deltas streams, so the
+            # splitter sees it once, in order, like any generated text
             async for step in self._text_deltas(rid, q, first, req.stop_list(), forced):
                 if step.error is not None:
                     yield _sse(_error_payload(step.error))

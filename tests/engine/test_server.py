@@ -104,6 +104,21 @@ def test_chat_stream_with_tool_call_and_usage(scripted):
     assert chunks[-1].usage.prompt_tokens_details.cached_tokens >= 0
 
 
+def test_chat_stream_with_named_tool_choice_equals_non_stream(scripted):
+    """The forced header is part of the streamed reply exactly once, so the streamed call parses like the
+    non-streamed one (it was once fed to the tool-call splitter twice and came out as text)."""
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    stream = client(scripted).chat.completions.create(model=scripted.model, messages=MSG, tools=TOOLS, temperature=0,
+                                                      tool_choice=named, stream=True)
+    chunks = list(stream)
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    calls = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    assert text == ""
+    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    assert json.loads(calls[0].function.arguments) == {"city": "Rome"}
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["tool_calls"]
+
+
 def test_stop_string_and_prefix_cache_usage(scripted):
     c = client(scripted)
     first = c.chat.completions.create(model=scripted.model, messages=MSG, tools=TOOLS, temperature=0, stop=["check"])
