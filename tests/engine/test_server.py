@@ -17,7 +17,8 @@ from reference_engine.launch import start_server
 from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
 
 CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
-NAMED_PREFIX = '<tool_call>{"name": "get_weather", "arguments": '
+#: the engine's forced header stops before the space after "arguments": (token healing: BPE merges it with "{")
+NAMED_PREFIX = '<tool_call>{"name": "get_weather", "arguments":'
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather for a city",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                           "required": ["city"]}}}]
@@ -29,7 +30,7 @@ def scripted(tmp_path_factory):
     """Greedy output is scripted: a text, then a tool call (auto); after a forced header the arguments are Rome."""
     path = build_scripted_checkpoint(tmp_path_factory.mktemp("scripted"), [
         [ASSISTANT_START, "Let me check.", "<tool_call>", CALL, "</tool_call>"],
-        [ASSISTANT_START + NAMED_PREFIX, '{"city": "Rome"}}', "</tool_call>"],
+        [ASSISTANT_START + NAMED_PREFIX, ' {"city": "Rome"}}', "</tool_call>"],
     ])
     with start_server(path, weights="fp32", kv_dtype="fp32", threads=1) as srv:
         yield srv
@@ -78,7 +79,7 @@ def test_chat_tool_choice_none_named_required(scripted):
     (call,) = r.choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Rome"}
     # required: constrained to a header naming one of the tools; the model then writes the arguments (the scripted
-    # model continues after '"arguments": ' as in the named case)
+    # model continues after '"arguments":' as in the named case)
     tools2 = TOOLS + [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
     r = c.chat.completions.create(model=scripted.model, messages=MSG, tools=tools2, tool_choice="required",
                                   temperature=0)
