@@ -73,6 +73,16 @@ class TextDelta:
     error: ErrorEvent | None = None
 
 
+def _call_header(name: str) -> str:
+    """The start of a forced call's JSON, up to where the model writes the arguments.
+
+    It stops before the space that follows ``"arguments":`` (token healing): byte-level BPE merges that space
+    with the opening brace (`` {"`` is one token), so a header ending in a lone space token puts the model
+    where its training never was, and it writes poor arguments after it.
+    """
+    return f'{{"name": "{name}", "arguments":'
+
+
 class Server:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -147,13 +157,10 @@ class Server:
                                **(req.chat_template_kwargs or {}))
         except ChatTemplateError as e:
             raise ApiError(400, f"the chat template rejected the messages: {e}", param="messages") from None
-        # The forced header stops before the space that follows "arguments": (token healing). Byte-level BPE
-        # merges that space with the opening brace (` {"`), so a header ending in a lone space token puts the
-        # model where its training never was, and it writes poor arguments after it.
         forced = ""
         starts = None
         if isinstance(req.tool_choice, NamedToolChoice):
-            forced = f'{self.parser.start_tag}{{"name": "{req.tool_choice.function.name}", "arguments":'
+            forced = self.parser.start_tag + _call_header(req.tool_choice.function.name)
         elif req.tool_choice == "required":
             # the prompt ends with the call tag; the output is constrained to start with a header naming one of
             # the tools (tokenised in context, so the ids are exactly what the model would produce)
@@ -161,7 +168,7 @@ class Server:
             base = self.tok.encode(text + forced)
             seqs = []
             for t in req.tools or []:
-                full = self.tok.encode(text + forced + f'{{"name": "{t.function.name}", "arguments":')
+                full = self.tok.encode(text + forced + _call_header(t.function.name))
                 if full[:len(base)] == base and len(full) > len(base):
                     seqs.append(tuple(full[len(base):]))
             starts = tuple(seqs) or None

@@ -149,16 +149,14 @@ class TinyLlama(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None,
-                *, hidden_only: bool = False) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, *, hidden_only: bool = False) -> torch.Tensor:
         """Logits [B, T, V] (causal; one document per row, right-padded in training).
 
         ``hidden_only`` returns the final-norm hidden states instead, so training can apply ``lm_head`` to
         the supervised positions alone (a quarter of the tokens: a real saving on a 2-core budget).
         """
         b, t = input_ids.shape
-        if positions is None:
-            positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        positions = torch.arange(t, device=input_ids.device).expand(b, t)
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
         x = self.model.embed_tokens(input_ids)
         for layer in self.model.layers:

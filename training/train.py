@@ -49,6 +49,10 @@ def encode(tok: Tokenizer, text: str) -> Doc:
     return Doc(np.asarray(enc.ids, dtype=np.int32), mask)
 
 
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
                    multiple: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """One document per row, rows of similar length batched together -> [(ids, target_mask)], right-padded.
@@ -67,7 +71,7 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
     groups: list[list[int]] = []
     width = 0
     for i in order:
-        n = -(-len(docs[i].ids) // multiple) * multiple
+        n = _round_up(len(docs[i].ids), multiple)
         if groups and (len(groups[-1]) + 1) * max(width, n) <= batch_tokens:
             groups[-1].append(i)
             width = max(width, n)
@@ -76,7 +80,7 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
             width = n
     out: list[tuple[torch.Tensor, torch.Tensor]] = []
     for members in groups:
-        width = -(-max(len(docs[i].ids) for i in members) // multiple) * multiple
+        width = _round_up(max(len(docs[i].ids) for i in members), multiple)
         ids = np.full((len(members), width), pad_id, dtype=np.int64)
         tmask = np.zeros((len(members), width), dtype=bool)
         for r, i in enumerate(members):
