@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any
+from typing import Any, Callable, Iterator
 
 _TOPICS = (
     "volcanoes", "the moon", "bees", "rainbows", "black holes", "the printing press", "glaciers", "coral reefs",
@@ -271,3 +271,70 @@ def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
     if expected is not None:
         expected = {**expected, "tool": mapping.get(expected["tool"], expected["tool"])}
     return {**body, "tools": tools, "messages": messages}, expected
+
+
+# --------------------------------------------------------------------------- agent vocabulary
+
+def agent_vocabulary() -> frozenset[str]:
+    """The words the agent environments draw from small fixed lists (note words, file and folder names, ledger
+    accounts, ticket teams): the values an agent must *copy* from a tool result."""
+    from suites.agent import files, ledger, notes, tickets
+
+    folders = {segment for path in files.EXISTING for segment in path.strip("/").split("/")} - {"work"}
+    return frozenset([*notes.WORDS, *files.WORDS, *folders, *ledger.ACCOUNTS, *tickets.TEAMS])
+
+
+def _pseudo_word(rng: random.Random, taken: set[str]) -> str:
+    while True:
+        made = _pseudo_phrase("x" * rng.randint(3, 7), rng).lower()
+        if made not in taken:
+            taken.add(made)
+            return made
+
+
+def scramble_vocabulary(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                        rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """One agent trajectory with each environment vocabulary word replaced by a made-up word, the same one
+    everywhere (goal, tool results, the oracle's calls, enums in the offered tools).
+
+    Why: the environments draw these words from lists of a dozen, so a small model learns the lists and, at
+    horizon 10, writes a likely word ("dune") where the note said another ("birch"). With fresh words the
+    only way to be right is to copy from the tool result, as scrambled values already teach for tool calls.
+    The substitution is consistent, so the trajectory stays one the environment's rules would produce.
+    """
+    vocabulary = agent_vocabulary()
+    strings = list(_strings((messages, tools)))
+    present = sorted({w for s in strings for w in _LETTERS.findall(s) if w in vocabulary})
+    if not present:
+        return messages, tools
+    taken = {w for s in strings for w in _LETTERS.findall(s)}
+    mapping = {w: _pseudo_word(rng, taken) for w in present}
+    # a word inside a longer word is not that word ("tax" in "syntax"); digits may touch it ("brook915")
+    pattern = re.compile(r"(?<![A-Za-z_])(" + "|".join(map(re.escape, present)) + r")(?![A-Za-z_])")
+    swap = lambda s: pattern.sub(lambda m: mapping[m.group(0)], s)  # noqa: E731
+    return _map_strings(messages, swap), _map_strings(tools, swap)
+
+
+_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for v in node.values():
+            yield from _strings(v)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            yield from _strings(v)
+
+
+def _map_strings(node: Any, fn: Callable[[str], str]) -> Any:
+    """A copy of a JSON-like structure with ``fn`` applied to every string value (keys are left alone)."""
+    if isinstance(node, str):
+        return fn(node)
+    if isinstance(node, dict):
+        return {k: _map_strings(v, fn) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_map_strings(v, fn) for v in node]
+    return node

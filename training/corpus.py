@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from training.augment import perturb_request, rename_tools, scramble_values, small_talk
+from training.augment import perturb_request, rename_tools, scramble_values, scramble_vocabulary, small_talk
 from training.chat_format import assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
@@ -41,6 +41,8 @@ PERTURB_SHARE = 0.5
 SCRAMBLE_SHARE = 0.5
 #: share of tool-call examples whose offered tools are renamed (so names are read from the list, not recalled)
 RENAME_SHARE = 0.4
+#: share of agent trajectories whose environment vocabulary (note words, folders, accounts, teams) is made up
+AGENT_SCRAMBLE_SHARE = 0.5
 
 
 @dataclass
@@ -173,8 +175,12 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
         # the last message must be the assistant's: drop a trailing tool result
         if messages[-1]["role"] == "tool":
             messages = messages[:-1]
-        yield Conversation(messages=messages, tools=env.tools(), source=f"agent:{env_name}",
-                           meta={"seed": env_seed, "horizon": horizon})
+        tools = env.tools()
+        scrambled = rng.random() < AGENT_SCRAMBLE_SHARE
+        if scrambled:
+            messages, tools = scramble_vocabulary(messages, tools, rng)
+        yield Conversation(messages=messages, tools=tools, source=f"agent:{env_name}",
+                           meta={"seed": env_seed, "horizon": horizon, "scrambled": scrambled})
         made += 1
 
 

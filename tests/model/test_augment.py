@@ -94,3 +94,34 @@ def test_renamed_tools_stay_consistent_between_list_history_and_answer() -> None
                 earlier = c["function"]["name"]
                 assert earlier in offered or earlier not in old  # an earlier call of an offered tool is renamed too
     assert renamed > 150
+
+
+def test_scrambled_agent_vocabulary_is_fresh_and_consistent(monkeypatch) -> None:
+    """Every environment word is replaced, always by the same made-up word, and nothing else changes, so the
+    trajectory is still one the environment's rules produce (the calls copy what the results say)."""
+    import re
+
+    import training.corpus as corpus
+    from training.augment import agent_vocabulary, scramble_vocabulary
+
+    monkeypatch.setattr(corpus, "AGENT_SCRAMBLE_SHARE", 0.0)
+    vocabulary = agent_vocabulary()
+    rng = random.Random(3)
+    swapped_words = set()
+    for conv in corpus.agent_conversations(60, 9):
+        messages, tools = scramble_vocabulary(conv.messages, conv.tools, rng)
+        before = json.dumps({"m": conv.messages, "t": conv.tools})
+        after = json.dumps({"m": messages, "t": tools})
+        split = re.compile(r"([A-Za-z]+)")
+        old_parts, new_parts = split.split(before), split.split(after)
+        assert len(old_parts) == len(new_parts)
+        mapping: dict[str, str] = {}
+        for old, new in zip(old_parts, new_parts):
+            if old != new:
+                assert old in vocabulary, (old, new)
+                assert mapping.setdefault(old, new) == new  # the same word everywhere
+        assert len(set(mapping.values())) == len(mapping)  # two words never merge into one
+        assert not set(mapping.values()) & vocabulary
+        assert not vocabulary & set(re.findall(r"(?<![A-Za-z_])[a-z]+(?![A-Za-z_])", after))
+        swapped_words |= set(mapping)
+    assert len(swapped_words) > 30  # notes, files, ledger and ticket words all take part
