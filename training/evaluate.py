@@ -56,12 +56,28 @@ class CaseResult:
     args_match: bool = False
     error: str | None = None
     content: str | None = None
+    arguments: str | None = None  # the call's raw arguments text, kept for reading failures
 
     @property
     def correct(self) -> bool:
         if self.expected_tool is None:
             return not self.called
         return self.called and self.name == self.expected_tool and self.valid and self.args_match
+
+    @property
+    def outcome(self) -> str:
+        """The first thing that went wrong, in the order a reader checks a reply (``correct`` if nothing)."""
+        if self.error and not self.called and self.content is None:
+            return "transport_error"
+        if self.expected_tool is None:
+            return "no_tool_called" if self.called else "correct"
+        if not self.called:
+            return "call_missed"
+        if self.name != self.expected_tool:
+            return "wrong_tool"
+        if not self.valid:
+            return "invalid_arguments"
+        return "correct" if self.args_match else "wrong_argument_values"
 
 
 @dataclass
@@ -110,10 +126,24 @@ async def run_toolcall(base_url: str, cases: list[ToolcallCase], concurrency: in
         match = bool(case.expected) and check.valid and name == case.expected.tool and \
             args_bfcl_equal(check.arguments, case.expected.arguments)
         return CaseResult(case.id, expected, True, name=name, valid=check.valid, args_match=match,
-                          error=check.error, content=content)
+                          error=check.error, content=content, arguments=args)
 
     async with httpx.AsyncClient(timeout=600) as client:
         return list(await asyncio.gather(*(one(client, c) for c in cases)))
+
+
+def failure_breakdown(results: list[CaseResult], cases: list[ToolcallCase]) -> dict[str, dict[str, int]]:
+    """Outcome counts per kind of case (tool request, small talk, request for a tool that is not offered).
+
+    Why: the headline rates say *that* the model misses, this says *where*, so a retrain can be aimed and
+    its effect read off the same 300 cases.
+    """
+    kinds = {c.id: next((t.split(":", 1)[1] for t in c.tags if t.startswith("no_tool:")), "tool") for c in cases}
+    out: dict[str, dict[str, int]] = {}
+    for r in results:
+        row = out.setdefault(kinds.get(r.case_id, "tool"), {})
+        row[r.outcome] = row.get(r.outcome, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
 
 
 def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
@@ -214,7 +244,10 @@ def main(argv: list[str] | None = None) -> None:
         with start_server(args.model, **VARIANTS[name]) as srv:
             MODEL_ID[srv.base_url] = srv.model
             results = asyncio.run(run_toolcall(srv.base_url, cases, args.concurrency))
-            entry: dict[str, Any] = {"toolcall": toolcall_metrics(results)}
+            entry: dict[str, Any] = {"toolcall": toolcall_metrics(results),
+                                     "outcomes": failure_breakdown(results, cases),
+                                     # per case, so two checkpoints can be compared pair by pair
+                                     "case_outcomes": {r.case_id: r.outcome for r in results}}
             correct[name] = [r.correct for r in results]
             if scenarios and name in args.agent_variants.split(","):
                 ag = asyncio.run(run_agent(srv.base_url, scenarios))
@@ -230,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: F1 {tc['trigger_f1']['value']} schema {tc['schema_accuracy']['value']} "
               f"name {tc['tool_name_accuracy']['value']} args {tc['args_bfcl_accuracy']['value']} "
               f"case {tc['case_accuracy']['value']} ({entry['wall_s']}s)", flush=True)
+        print(f"  outcomes: {json.dumps(entry['outcomes'])}", flush=True)
         if "agent" in entry:
             print(f"  agent: {json.dumps({h: v['task_success'] for h, v in entry['agent'].items()})}", flush=True)
         if args.out:  # after every variant, so a slow run still leaves what it measured

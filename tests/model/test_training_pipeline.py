@@ -12,7 +12,7 @@ from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, tool_ca
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
-from training.train import bucket_batches, encode, masked_loss
+from training.train import bucket_batches, encode, encode_all, masked_loss
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +52,13 @@ def test_assistant_spans_cover_tool_call_and_end_of_turn():
 
 
 def test_loss_mask_marks_exactly_assistant_tokens(convs, tok):
-    c = convs[0]
-    text = c.text()
-    doc = encode(tok, text)
-    supervised = tok.decode(doc.ids[doc.mask].tolist(), skip_special_tokens=False)
-    expected = "".join(text[a:b] for a, b in assistant_spans(text))
-    assert supervised == expected
+    texts = [c.text() for c in convs[:12] + convs[-6:]]  # single-turn calls and multi-turn agent runs
+    docs = encode_all(tok, texts)
+    assert [d.ids.tolist() for d in docs[:3]] == [encode(tok, t).ids.tolist() for t in texts[:3]]
+    for text, doc in zip(texts, docs):
+        supervised = tok.decode(doc.ids[doc.mask].tolist(), skip_special_tokens=False)
+        expected = "".join(text[a:b] for a, b in assistant_spans(text))
+        assert supervised == expected
 
 
 def test_bucketed_batches_hold_every_document_once_one_per_row(convs, tok):
