@@ -218,6 +218,89 @@ def _pseudo_phrase(value: str, rng: random.Random) -> str:
     return re.sub(r"\d", lambda _: str(rng.randint(0, 9)), re.sub(r"[A-Za-z]+", word, value))
 
 
+# --------------------------------------------------------------------------- enum renaming
+
+def rename_enum_values(body: dict[str, Any], expected: dict[str, Any] | None,
+                       rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The same single-turn request with the options of each enum the answer uses renamed to made-up words:
+    in the offered schema, in the request text and in the expected call.
+
+    Why: on requests worded like its training data the model still writes "EPL" for "NBA only", "sick" for
+    "unpaid days off", "fedex" for "usps package": the options of an enum are few, so guessing one is
+    cheaper than finding the word in the request. Fresh options leave one way to be right: read the word
+    in the request and write it back. Only an enum value stated exactly once as a whole word is renamed,
+    and only without earlier turns (their calls would no longer validate).
+    """
+    if expected is None or len(body.get("messages") or []) != 2 or not expected.get("arguments"):
+        return body, expected
+    tool = next((t for t in body.get("tools") or [] if t["function"]["name"] == expected["tool"]), None)
+    if tool is None:
+        return body, expected
+    text = body["messages"][-1]["content"]
+    renames: dict[tuple[str, ...], dict[str, str]] = {}
+    stated: dict[str, str] = {}  # value the answer uses -> its new name
+    _collect_enum_renames(expected["arguments"], tool["function"].get("parameters") or {}, text, rng, renames, stated)
+    if not stated:
+        return body, expected
+    for old, new in stated.items():
+        text = re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, text, count=1)
+    new_tool = {**tool, "function": {**tool["function"],
+                                     "parameters": _renamed_schema(tool["function"].get("parameters") or {}, renames)}}
+    tools = [new_tool if t is tool else t for t in body["tools"]]
+    messages = [dict(m) for m in body["messages"]]
+    messages[-1]["content"] = text
+    arguments = _renamed_value(expected["arguments"], tool["function"].get("parameters") or {}, renames)
+    return {**body, "tools": tools, "messages": messages}, {**expected, "arguments": arguments}
+
+
+def _stated_once(value: str, text: str) -> bool:
+    return len(re.findall(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text)) == 1
+
+
+def _collect_enum_renames(value: Any, schema: Any, text: str, rng: random.Random,
+                          renames: dict[tuple[str, ...], dict[str, str]], stated: dict[str, str]) -> None:
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        for k, v in value.items():
+            _collect_enum_renames(v, props.get(k), text, rng, renames, stated)
+    elif isinstance(value, list):
+        for v in value:
+            _collect_enum_renames(v, schema.get("items"), text, rng, renames, stated)
+    elif isinstance(value, str) and isinstance(schema.get("enum"), list) and _stated_once(value, text):
+        options = tuple(o for o in schema["enum"] if isinstance(o, str))
+        if value not in options:
+            return
+        if options not in renames:
+            taken = set(_LETTERS.findall(text.lower())) | {o.lower() for o in options}
+            renames[options] = {o: (w.upper() if o.isupper() else w)
+                                for o in options for w in [_pseudo_word(rng, taken)]}
+        stated[value] = renames[options][value]
+
+
+def _renamed_schema(schema: Any, renames: dict[tuple[str, ...], dict[str, str]]) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _renamed_schema(v, renames) for k, v in schema.items()}
+        options = tuple(o for o in schema.get("enum") or [] if isinstance(o, str))
+        if options in renames:
+            out["enum"] = [renames[options].get(o, o) if isinstance(o, str) else o for o in schema["enum"]]
+        return out
+    if isinstance(schema, list):
+        return [_renamed_schema(v, renames) for v in schema]
+    return schema
+
+
+def _renamed_value(value: Any, schema: Any, renames: dict[tuple[str, ...], dict[str, str]]) -> Any:
+    schema = schema if isinstance(schema, dict) else {}
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        return {k: _renamed_value(v, props.get(k), renames) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed_value(v, schema.get("items"), renames) for v in value]
+    options = tuple(o for o in schema.get("enum") or [] if isinstance(o, str))
+    return renames[options].get(value, value) if isinstance(value, str) and options in renames else value
+
+
 # --------------------------------------------------------------------------- tool renaming
 
 _VERB_ALTERNATIVES: dict[str, tuple[str, ...]] = {

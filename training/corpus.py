@@ -19,7 +19,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from training.augment import perturb_request, rename_tools, scramble_values, scramble_vocabulary, small_talk
+from training.augment import (perturb_request, rename_enum_values, rename_tools, scramble_values, scramble_vocabulary,
+                              small_talk)
 from training.chat_format import assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
@@ -38,11 +39,13 @@ NO_TOOL_SHARE = 0.35
 SMALL_TALK_SHARE = 0.8
 PERTURB_SHARE = 0.5
 #: share of tool requests whose stated values are replaced by fresh ones (so the model must copy them)
-SCRAMBLE_SHARE = 0.5
+SCRAMBLE_SHARE = 0.7
+#: share of tool requests whose enum options (in the schema, the request and the answer) are made up
+ENUM_RENAME_SHARE = 0.5
 #: share of tool-call examples whose offered tools are renamed (so names are read from the list, not recalled)
 RENAME_SHARE = 0.4
 #: share of agent trajectories whose environment vocabulary (note words, folders, accounts, teams) is made up
-AGENT_SCRAMBLE_SHARE = 0.5
+AGENT_SCRAMBLE_SHARE = 0.0
 
 
 @dataclass
@@ -103,6 +106,8 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
         if source == "toolcall-catalog":
             tags = case[1].get("tags", []) if isinstance(case, tuple) else []
             body = _diversify(body, expected, tags, rng)
+            if rng.random() < ENUM_RENAME_SHARE:
+                body, expected = rename_enum_values(body, expected, rng)
             if rng.random() < RENAME_SHARE:
                 body, expected = rename_tools(body, expected, rng)
         yield _body_to_conversation(body, expected, rng, source)

@@ -125,3 +125,31 @@ def test_scrambled_agent_vocabulary_is_fresh_and_consistent(monkeypatch) -> None
         assert not vocabulary & set(re.findall(r"(?<![A-Za-z_])[a-z]+(?![A-Za-z_])", after))
         swapped_words |= set(mapping)
     assert len(swapped_words) > 30  # notes, files, ledger and ticket words all take part
+
+
+def test_renamed_enum_options_are_fresh_stated_and_schema_valid() -> None:
+    """The answer's enum value is renamed in the schema, the request and the call alike; nothing else moves."""
+    import re
+
+    from training.augment import rename_enum_values
+    from verifier.toolcall_scoring import check_call
+
+    rng = random.Random(6)
+    renamed = 0
+    for body, meta in generate_cases(8, 300, template_set="train", no_tool_share=0.0):
+        exp = meta["expected"]
+        new_body, new_exp = rename_enum_values(body, exp, rng)
+        if new_exp is exp:
+            continue
+        renamed += 1
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in new_body["tools"]}
+        assert check_call(new_exp["tool"], json.dumps(new_exp["arguments"]), schemas).valid
+        old_text, new_text = body["messages"][-1]["content"], new_body["messages"][-1]["content"]
+        changed = [(o, n) for o, n in zip(_strings(exp["arguments"]), _strings(new_exp["arguments"])) if o != n]
+        assert changed
+        for old, new in changed:
+            assert re.search(rf"(?<![\w-]){re.escape(new)}(?![\w-])", new_text), (new, new_text)
+            assert not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new_text), (old, new_text)
+        assert [t["function"]["name"] for t in new_body["tools"]] == [t["function"]["name"] for t in body["tools"]]
+        assert len(old_text.split()) == len(new_text.split())  # one word swapped for one word
+    assert renamed > 80
