@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Callable, Iterator
+from typing import Any
 
 _TOPICS = (
     "volcanoes", "the moon", "bees", "rainbows", "black holes", "the printing press", "glaciers", "coral reefs",
@@ -218,89 +218,6 @@ def _pseudo_phrase(value: str, rng: random.Random) -> str:
     return re.sub(r"\d", lambda _: str(rng.randint(0, 9)), re.sub(r"[A-Za-z]+", word, value))
 
 
-# --------------------------------------------------------------------------- enum renaming
-
-def rename_enum_values(body: dict[str, Any], expected: dict[str, Any] | None,
-                       rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The same single-turn request with the options of each enum the answer uses renamed to made-up words:
-    in the offered schema, in the request text and in the expected call.
-
-    Why: on requests worded like its training data the model still writes "EPL" for "NBA only", "sick" for
-    "unpaid days off", "fedex" for "usps package": the options of an enum are few, so guessing one is
-    cheaper than finding the word in the request. Fresh options leave one way to be right: read the word
-    in the request and write it back. Only an enum value stated exactly once as a whole word is renamed,
-    and only without earlier turns (their calls would no longer validate).
-    """
-    if expected is None or len(body.get("messages") or []) != 2 or not expected.get("arguments"):
-        return body, expected
-    tool = next((t for t in body.get("tools") or [] if t["function"]["name"] == expected["tool"]), None)
-    if tool is None:
-        return body, expected
-    text = body["messages"][-1]["content"]
-    renames: dict[tuple[str, ...], dict[str, str]] = {}
-    stated: dict[str, str] = {}  # value the answer uses -> its new name
-    _collect_enum_renames(expected["arguments"], tool["function"].get("parameters") or {}, text, rng, renames, stated)
-    if not stated:
-        return body, expected
-    for old, new in stated.items():
-        text = re.sub(rf"(?<![\w-]){re.escape(old)}(?![\w-])", new, text, count=1)
-    new_tool = {**tool, "function": {**tool["function"],
-                                     "parameters": _renamed_schema(tool["function"].get("parameters") or {}, renames)}}
-    tools = [new_tool if t is tool else t for t in body["tools"]]
-    messages = [dict(m) for m in body["messages"]]
-    messages[-1]["content"] = text
-    arguments = _renamed_value(expected["arguments"], tool["function"].get("parameters") or {}, renames)
-    return {**body, "tools": tools, "messages": messages}, {**expected, "arguments": arguments}
-
-
-def _stated_once(value: str, text: str) -> bool:
-    return len(re.findall(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text)) == 1
-
-
-def _collect_enum_renames(value: Any, schema: Any, text: str, rng: random.Random,
-                          renames: dict[tuple[str, ...], dict[str, str]], stated: dict[str, str]) -> None:
-    schema = schema if isinstance(schema, dict) else {}
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for k, v in value.items():
-            _collect_enum_renames(v, props.get(k), text, rng, renames, stated)
-    elif isinstance(value, list):
-        for v in value:
-            _collect_enum_renames(v, schema.get("items"), text, rng, renames, stated)
-    elif isinstance(value, str) and isinstance(schema.get("enum"), list) and _stated_once(value, text):
-        options = tuple(o for o in schema["enum"] if isinstance(o, str))
-        if value not in options:
-            return
-        if options not in renames:
-            taken = set(_LETTERS.findall(text.lower())) | {o.lower() for o in options}
-            renames[options] = {o: (w.upper() if o.isupper() else w)
-                                for o in options for w in [_pseudo_word(rng, taken)]}
-        stated[value] = renames[options][value]
-
-
-def _renamed_schema(schema: Any, renames: dict[tuple[str, ...], dict[str, str]]) -> Any:
-    if isinstance(schema, dict):
-        out = {k: _renamed_schema(v, renames) for k, v in schema.items()}
-        options = tuple(o for o in schema.get("enum") or [] if isinstance(o, str))
-        if options in renames:
-            out["enum"] = [renames[options].get(o, o) if isinstance(o, str) else o for o in schema["enum"]]
-        return out
-    if isinstance(schema, list):
-        return [_renamed_schema(v, renames) for v in schema]
-    return schema
-
-
-def _renamed_value(value: Any, schema: Any, renames: dict[tuple[str, ...], dict[str, str]]) -> Any:
-    schema = schema if isinstance(schema, dict) else {}
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        return {k: _renamed_value(v, props.get(k), renames) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_renamed_value(v, schema.get("items"), renames) for v in value]
-    options = tuple(o for o in schema.get("enum") or [] if isinstance(o, str))
-    return renames[options].get(value, value) if isinstance(value, str) and options in renames else value
-
-
 # --------------------------------------------------------------------------- tool renaming
 
 _VERB_ALTERNATIVES: dict[str, tuple[str, ...]] = {
@@ -354,70 +271,3 @@ def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
     if expected is not None:
         expected = {**expected, "tool": mapping.get(expected["tool"], expected["tool"])}
     return {**body, "tools": tools, "messages": messages}, expected
-
-
-# --------------------------------------------------------------------------- agent vocabulary
-
-def agent_vocabulary() -> frozenset[str]:
-    """The words the agent environments draw from small fixed lists (note words, file and folder names, ledger
-    accounts, ticket teams): the values an agent must *copy* from a tool result."""
-    from suites.agent import files, ledger, notes, tickets
-
-    folders = {segment for path in files.EXISTING for segment in path.strip("/").split("/")} - {"work"}
-    return frozenset([*notes.WORDS, *files.WORDS, *folders, *ledger.ACCOUNTS, *tickets.TEAMS])
-
-
-def _pseudo_word(rng: random.Random, taken: set[str]) -> str:
-    while True:
-        made = _pseudo_phrase("x" * rng.randint(3, 7), rng).lower()
-        if made not in taken:
-            taken.add(made)
-            return made
-
-
-def scramble_vocabulary(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                        rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """One agent trajectory with each environment vocabulary word replaced by a made-up word, the same one
-    everywhere (goal, tool results, the oracle's calls, enums in the offered tools).
-
-    Why: the environments draw these words from lists of a dozen, so a small model learns the lists and, at
-    horizon 10, writes a likely word ("dune") where the note said another ("birch"). With fresh words the
-    only way to be right is to copy from the tool result, as scrambled values already teach for tool calls.
-    The substitution is consistent, so the trajectory stays one the environment's rules would produce.
-    """
-    vocabulary = agent_vocabulary()
-    strings = list(_strings((messages, tools)))
-    present = sorted({w for s in strings for w in _LETTERS.findall(s) if w in vocabulary})
-    if not present:
-        return messages, tools
-    taken = {w for s in strings for w in _LETTERS.findall(s)}
-    mapping = {w: _pseudo_word(rng, taken) for w in present}
-    # a word inside a longer word is not that word ("tax" in "syntax"); digits may touch it ("brook915")
-    pattern = re.compile(r"(?<![A-Za-z_])(" + "|".join(map(re.escape, present)) + r")(?![A-Za-z_])")
-    swap = lambda s: pattern.sub(lambda m: mapping[m.group(0)], s)  # noqa: E731
-    return _map_strings(messages, swap), _map_strings(tools, swap)
-
-
-_LETTERS = re.compile(r"[A-Za-z]+")
-
-
-def _strings(node: Any) -> Iterator[str]:
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for v in node.values():
-            yield from _strings(v)
-    elif isinstance(node, (list, tuple)):
-        for v in node:
-            yield from _strings(v)
-
-
-def _map_strings(node: Any, fn: Callable[[str], str]) -> Any:
-    """A copy of a JSON-like structure with ``fn`` applied to every string value (keys are left alone)."""
-    if isinstance(node, str):
-        return fn(node)
-    if isinstance(node, dict):
-        return {k: _map_strings(v, fn) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_map_strings(v, fn) for v in node]
-    return node

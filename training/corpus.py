@@ -19,8 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from training.augment import (perturb_request, rename_enum_values, rename_tools, scramble_values, scramble_vocabulary,
-                              small_talk)
+from training.augment import perturb_request, rename_tools, scramble_values, small_talk
 from training.chat_format import assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
@@ -39,13 +38,9 @@ NO_TOOL_SHARE = 0.35
 SMALL_TALK_SHARE = 0.8
 PERTURB_SHARE = 0.5
 #: share of tool requests whose stated values are replaced by fresh ones (so the model must copy them)
-SCRAMBLE_SHARE = 0.7
-#: share of tool requests whose enum options (in the schema, the request and the answer) are made up
-ENUM_RENAME_SHARE = 0.5
+SCRAMBLE_SHARE = 0.5
 #: share of tool-call examples whose offered tools are renamed (so names are read from the list, not recalled)
 RENAME_SHARE = 0.4
-#: share of agent trajectories whose environment vocabulary (note words, folders, accounts, teams) is made up
-AGENT_SCRAMBLE_SHARE = 0.0
 
 
 @dataclass
@@ -106,8 +101,6 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
         if source == "toolcall-catalog":
             tags = case[1].get("tags", []) if isinstance(case, tuple) else []
             body = _diversify(body, expected, tags, rng)
-            if rng.random() < ENUM_RENAME_SHARE:
-                body, expected = rename_enum_values(body, expected, rng)
             if rng.random() < RENAME_SHARE:
                 body, expected = rename_tools(body, expected, rng)
         yield _body_to_conversation(body, expected, rng, source)
@@ -180,12 +173,8 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
         # the last message must be the assistant's: drop a trailing tool result
         if messages[-1]["role"] == "tool":
             messages = messages[:-1]
-        tools = env.tools()
-        scrambled = rng.random() < AGENT_SCRAMBLE_SHARE
-        if scrambled:
-            messages, tools = scramble_vocabulary(messages, tools, rng)
-        yield Conversation(messages=messages, tools=tools, source=f"agent:{env_name}",
-                           meta={"seed": env_seed, "horizon": horizon, "scrambled": scrambled})
+        yield Conversation(messages=messages, tools=env.tools(), source=f"agent:{env_name}",
+                           meta={"seed": env_seed, "horizon": horizon})
         made += 1
 
 
