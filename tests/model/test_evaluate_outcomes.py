@@ -51,3 +51,15 @@ def test_two_evaluations_compare_pair_by_pair() -> None:
                             {"case_outcomes": cand, "agent_runs": [{"scenario": "s", "success": True}]})
     assert lines[0].startswith("case accuracy 2/4 -> 3/4: +25.0 pts")
     assert lines[-1] == "agent success 0/1 -> 1/1, McNemar p 1"
+
+
+def test_training_like_cases_are_worded_from_the_training_templates() -> None:
+    from suites.toolcall.catalog import generate_cases
+    from training.evaluate import training_like_cases
+
+    cases = training_like_cases(40)
+    train = [b["messages"][-1]["content"] for b, _ in generate_cases(4242, 40, template_set="train", no_tool_share=0.3)]
+    assert [c.body["messages"][-1]["content"] for c in cases] == train
+    no_tool = [c for c in cases if c.expected is None]
+    assert 0 < len(no_tool) < 40 and all(c.has_expected for c in cases)
+    assert all(c.expected.tool in c.tools() for c in cases if c.expected)
