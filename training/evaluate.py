@@ -29,7 +29,7 @@ import httpx
 
 from reference_engine.launch import start_server
 from verifier import stats
-from verifier.suite_format import ExpectedCall, ToolcallCase, load_jsonl
+from verifier.suite_format import ToolcallCase, load_jsonl, parse_case
 from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
 
 CORE_SUITE = Path(__file__).resolve().parents[1] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
@@ -65,9 +65,14 @@ class CaseResult:
         return self.called and self.name == self.expected_tool and self.valid and self.args_match
 
     @property
+    def transport_failed(self) -> bool:
+        """No reply came back at all (the request failed), so the case says nothing about the model."""
+        return bool(self.error) and not self.called and self.content is None
+
+    @property
     def outcome(self) -> str:
         """The first thing that went wrong, in the order a reader checks a reply (``correct`` if nothing)."""
-        if self.error and not self.called and self.content is None:
+        if self.transport_failed:
             return "transport_error"
         if self.expected_tool is None:
             return "no_tool_called" if self.called else "correct"
@@ -154,17 +159,13 @@ def training_like_cases(n: int, seed: int = 4242) -> list[ToolcallCase]:
     """
     from suites.toolcall.catalog import generate_cases
 
-    cases = []
-    for i, (body, meta) in enumerate(generate_cases(seed, n, template_set="train", no_tool_share=0.3)):
-        exp = meta.get("expected")
-        cases.append(ToolcallCase(
-            id=f"train-like-{i}", body=body, tags=meta.get("tags", []), has_expected=True,
-            expected=ExpectedCall(tool=exp["tool"], arguments=exp.get("arguments") or {}) if exp else None))
-    return cases
+    pairs = generate_cases(seed, n, template_set="train", no_tool_share=0.3)
+    return [parse_case({**body, "_meta": {**meta, "id": f"train-like-{i}"}}, "training-like cases", None)
+            for i, (body, meta) in enumerate(pairs)]
 
 
 def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
-    ok = [r for r in results if not (r.error and not r.called and r.content is None)]
+    ok = [r for r in results if not r.transport_failed]
     tp = [r.expected_tool is not None and r.called for r in ok]
     fp = [r.expected_tool is None and r.called for r in ok]
     fn = [r.expected_tool is not None and not r.called for r in ok]
