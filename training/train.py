@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer
-
 from safetensors import SafetensorError, safe_open
+from tokenizers import Tokenizer
 
 from training.chat_format import assistant_spans
 from training.corpus import Conversation, build_corpus, dump_jsonl
