@@ -4,13 +4,15 @@
 
 Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
 -> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
-(``bucket_batches`` says why not packed) -> AdamW with warmup + cosine decay, fixed seed, 2 threads ->
+(``bucket_batches`` says why not packed) -> AdamW with warmup + cosine decay (or ``--schedule wsd``), fixed
+seed, 2 threads ->
 export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import time
@@ -100,11 +102,20 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
     return out
 
 
-def lr_at(progress: float, step: int, peak: float, warmup: int) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine decay to 10% of peak as ``progress`` goes 0 -> 1."""
+#: learning-rate schedules after warmup; ``wsd`` (warmup-stable-decay) holds the peak and decays linearly to
+#: zero over the last ``WSD_DECAY`` of the run, which suits a run whose length the time budget decides
+SCHEDULES = ("cosine", "wsd")
+WSD_DECAY = 0.25
+
+
+def lr_at(progress: float, step: int, peak: float, warmup: int, schedule: str = "cosine") -> float:
+    """Linear warmup over ``warmup`` steps, then ``schedule`` as ``progress`` goes 0 -> 1: cosine decay to 10%
+    of peak, or (wsd) the peak until the last quarter and a linear decay to zero over it."""
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = min(1.0, max(0.0, progress))
+    if schedule == "wsd":
+        return peak * min(1.0, (1.0 - progress) / WSD_DECAY)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
@@ -156,34 +167,8 @@ def masked_loss(model: TinyLlama, ids: torch.Tensor, tmask: torch.Tensor) -> tor
     return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--n-toolcall", type=int, default=72000)
-    ap.add_argument("--n-agent", type=int, default=7200)
-    ap.add_argument("--block", type=int, default=1024)
-    ap.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch (rows x row length)")
-    ap.add_argument("--epochs", type=float, default=1.2)
-    ap.add_argument("--lr", type=float, default=4e-3)
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--time-limit-min", type=float, default=44.0,
-                    help="wall-clock budget for the whole script; the LR schedule compresses to fit it")
-    ap.add_argument("--allow-standin", action="store_true", help="permit training on the stand-in catalogue")
-    ap.add_argument("--dump-corpus", type=Path, default=None)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=6)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--intermediate", type=int, default=384)
-    args = ap.parse_args(argv)
-
-    t0 = time.time()
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-    torch.set_num_threads(args.threads)
-
+def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
+    """Generate the corpus, train the tokenizer on it and encode every conversation."""
     convs: list[Conversation] = build_corpus(args.n_toolcall, args.n_agent, args.seed)
     sources = {}
     for c in convs:
@@ -198,8 +183,89 @@ def main(argv: list[str] | None = None) -> None:
 
     texts = [c.text() for c in convs]
     tok = train_tokenizer(texts)
-    pad_id = tok.token_to_id("<|endoftext|>")
     docs = encode_all(tok, texts)
+    return tok, docs
+
+
+def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
+    """The tokenizer and encoded documents from ``--prepared DIR``, made there first when it is empty.
+
+    Why: a recipe sweep (``training/sweep.py``) runs many trainings on one corpus; preparing it once saves
+    each run the corpus and tokenizer minutes. The corpus arguments are recorded and must match.
+    """
+    key = {"n_toolcall": args.n_toolcall, "n_agent": args.n_agent, "seed": args.seed}
+    meta_path = args.prepared / "corpus.json"
+    if not meta_path.exists():
+        tok, docs = corpus_data(args, time.time())
+        args.prepared.mkdir(parents=True, exist_ok=True)
+        tok.save(str(args.prepared / "tokenizer.json"))
+        lengths = np.array([len(d.ids) for d in docs], dtype=np.int64)
+        ids = np.concatenate([d.ids for d in docs])
+        # uint16 holds any id of a vocabulary under 65,536 and halves the file a sweep carries to a GPU machine
+        np.savez_compressed(args.prepared / "docs.npz", lengths=lengths,
+                            ids=ids.astype(np.uint16) if tok.get_vocab_size() < 2**16 else ids,
+                            mask=np.concatenate([d.mask for d in docs]))
+        meta_path.write_text(json.dumps(key))
+        return tok, docs
+    recorded = json.loads(meta_path.read_text())
+    if recorded != key:
+        raise SystemExit(f"{meta_path}: prepared for {recorded}, not for this run's {key}")
+    tok = Tokenizer.from_file(str(args.prepared / "tokenizer.json"))
+    with np.load(args.prepared / "docs.npz") as z:
+        bounds = np.cumsum(z["lengths"])[:-1]
+        ids = z["ids"].astype(np.int32)
+        docs = [Doc(i, m) for i, m in zip(np.split(ids, bounds), np.split(z["mask"], bounds))]
+    print(f"prepared corpus from {args.prepared}: {len(docs)} documents", flush=True)
+    return tok, docs
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--init-seed", type=int, default=None,
+                    help="seed of the weights and batch order alone (default: --seed); the corpus stays the same, "
+                         "so two values measure run-to-run noise")
+    ap.add_argument("--n-toolcall", type=int, default=72000)
+    ap.add_argument("--n-agent", type=int, default=7200)
+    ap.add_argument("--block", type=int, default=1024)
+    ap.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch (rows x row length)")
+    ap.add_argument("--epochs", type=float, default=1.2)
+    ap.add_argument("--lr", type=float, default=4e-3)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--time-limit-min", type=float, default=44.0,
+                    help="wall-clock budget for the whole script; the LR schedule compresses to fit it")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="schedule this many steps instead of --epochs (the time budget still ends it early): "
+                         "replays a CPU run's step count on a faster machine, to compare recipes at the same "
+                         "cost (see training/sweep.py)")
+    ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
+    ap.add_argument("--prepared", type=Path, default=None,
+                    help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
+    ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
+    ap.add_argument("--device", default="cpu", help="torch device; the shipped recipe is CPU")
+    ap.add_argument("--allow-standin", action="store_true", help="permit training on the stand-in catalogue")
+    ap.add_argument("--dump-corpus", type=Path, default=None)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=384)
+    args = ap.parse_args(argv)
+    if args.prepare_only and not args.prepared:
+        ap.error("--prepare-only needs --prepared DIR")
+
+    t0 = time.time()
+    init_seed = args.seed if args.init_seed is None else args.init_seed
+    torch.manual_seed(init_seed)
+    random.seed(init_seed)
+    torch.set_num_threads(args.threads)
+
+    tok, docs = prepared_data(args) if args.prepared else corpus_data(args, t0)
+    if args.prepare_only:
+        return
+    pad_id = tok.token_to_id("<|endoftext|>")
     too_long = sum(len(d.ids) > args.block for d in docs)
     docs = [d for d in docs if len(d.ids) <= args.block]
     n_tok = sum(len(d.ids) for d in docs)
@@ -208,7 +274,7 @@ def main(argv: list[str] | None = None) -> None:
           f"tokens {n_tok} (supervised {n_sup}); mean doc {n_tok / max(1, len(docs)):.0f} ({time.time() - t0:.0f}s)",
           flush=True)
 
-    batches = bucket_batches(docs, args.batch_tokens, pad_id, args.seed)
+    batches = bucket_batches(docs, args.batch_tokens, pad_id, init_seed)
     n_rows_tok = sum(bt[0].numel() for bt in batches)
     print(f"batched: {len(batches)} batches of <= {args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})",
           flush=True)
@@ -217,7 +283,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
                      num_key_value_heads=args.kv_heads)
-    model = TinyLlama(cfg)
+    model = TinyLlama(cfg).to(args.device)
+    batches = [(ids.to(args.device), tmask.to(args.device)) for ids, tmask in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -225,8 +292,8 @@ def main(argv: list[str] | None = None) -> None:
                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
 
     per_epoch = len(batches)
-    total = max(1, int(per_epoch * args.epochs))
-    gen = torch.Generator().manual_seed(args.seed)
+    total = args.steps or max(1, int(per_epoch * args.epochs))
+    gen = torch.Generator().manual_seed(init_seed)
     order = torch.randperm(per_epoch, generator=gen)
     t_train = time.time()
     budget_s = max(60.0, args.time_limit_min * 60 - (t_train - t0) - 60)  # keep a minute for export
@@ -246,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         if progress >= 1.0:
             print(f"time budget reached at step {step + 1}/{total}: schedule completed on time", flush=True)
             break
-        lr = lr_at(progress, step, args.lr, args.warmup)
+        lr = lr_at(progress, step, args.lr, args.warmup, args.schedule)
         for g in opt.param_groups:
             g["lr"] = lr
         loss = masked_loss(model, ids, tmask)
@@ -260,7 +327,7 @@ def main(argv: list[str] | None = None) -> None:
             tps = seen / el
             print(f"step {step + 1}/{total} loss {loss.item():.4f} ema {ema:.4f} lr {lr:.2e} "
                   f"{tps:.0f} tok/s elapsed {el / 60:.1f} min", flush=True)
-        if step + 1 in PACE_CHECKS:
+        if step + 1 in PACE_CHECKS and not args.steps:
             projected = projected_steps(step + 1, time.time() - t_train, budget_s, total)
             print(f"pace: the budget ends the schedule near step {projected} of {total} "
                   f"(shipped run: {reference_steps or 'unknown'})", flush=True)
