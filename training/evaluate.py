@@ -75,7 +75,7 @@ class CaseResult:
         if self.transport_failed:
             return "transport_error"
         if self.expected_tool is None:
-            return "no_tool_called" if self.called else "correct"
+            return "unwanted_call" if self.called else "correct"
         if not self.called:
             return "call_missed"
         if self.name != self.expected_tool:

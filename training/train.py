@@ -5,8 +5,7 @@
 Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
 -> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
 (``bucket_batches`` says why not packed) -> AdamW with warmup + cosine decay (or ``--schedule wsd``), fixed
-seed, 2 threads ->
-export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
+seed, 2 threads -> export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_every_reply_gets_the_first_thing_that_went_wrong() -> None:
         "chat": {"correct": 1},
         "tool": {"call_missed": 1, "correct": 1, "invalid_arguments": 1, "transport_error": 1,
                  "wrong_argument_values": 1, "wrong_tool": 1},
-        "unavailable": {"correct": 1, "no_tool_called": 1},
+        "unavailable": {"correct": 1, "unwanted_call": 1},
     }
     assert sum(r.correct for r in results) == sum(r.outcome == "correct" for r in results)
 
@@ -42,11 +42,11 @@ def test_every_reply_gets_the_first_thing_that_went_wrong() -> None:
 def test_two_evaluations_compare_pair_by_pair() -> None:
     from training.compare import compare_variant, paired_cases
 
-    base = {"a": "correct", "b": "no_tool_called", "c": "wrong_tool", "d": "correct", "gone": "correct"}
+    base = {"a": "correct", "b": "unwanted_call", "c": "wrong_tool", "d": "correct", "gone": "correct"}
     cand = {"a": "correct", "b": "correct", "c": "correct", "d": "call_missed", "new": "correct"}
     a, b, moves = paired_cases(base, cand)
     assert (sum(a), sum(b), len(a)) == (2, 3, 4)  # only the cases both runs scored
-    assert moves == {("no_tool_called", "correct"): 1, ("wrong_tool", "correct"): 1, ("correct", "call_missed"): 1}
+    assert moves == {("unwanted_call", "correct"): 1, ("wrong_tool", "correct"): 1, ("correct", "call_missed"): 1}
     lines = compare_variant({"case_outcomes": base, "agent_runs": [{"scenario": "s", "success": False}]},
                             {"case_outcomes": cand, "agent_runs": [{"scenario": "s", "success": True}]})
     assert lines[0].startswith("case accuracy 2/4 -> 3/4: +25.0 pts")
