@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
 
     for run in runs:
         cmd = [sys.executable, "-m", "training.train", "--prepared", str(prepared), "--device", args.device,
-               "--threads", "1", "--time-limit-min", str(args.time_limit_min), "--out", str(run.out), *corpus_args, *run.args]
+               "--threads", "1", "--time-limit-min", str(args.time_limit_min), "--out", str(run.out),
+               *corpus_args, *run.args]
         with run.log.open("w") as log:
             run.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     # each run ends itself within its time budget; the grace covers export and a process's start
