@@ -55,7 +55,8 @@ def export_checkpoint(model: TinyLlama, tok: Tokenizer, out_dir: Path, *, metada
     out_dir.mkdir(parents=True, exist_ok=True)
     ids = token_ids(tok)
     eos, pad = ids[IM_END], ids[PAD_TOKEN]
-    state = {k: v.detach().to(device="cpu", dtype=torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
+    state = {k: v.detach().to(device="cpu", dtype=torch.bfloat16).contiguous()
+             for k, v in model.state_dict().items()}
     size = sum(v.numel() * v.element_size() for v in state.values())
     if size > MAX_CHECKPOINT_BYTES:
         raise RuntimeError(f"checkpoint would be {size / 1e6:.1f} MB > 20 MB budget")

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from training.train import PREPARED_RECORD
 
 #: ``training`` is not an installed package: its modules run from the repository root
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = [parse_run(spec, args.work) for spec in args.runs]
     prepared = (args.prepared or args.work / "prepared").resolve()
     corpus_args = shlex.split(args.corpus_args)
-    if not (prepared / "corpus.json").exists():
+    if not (prepared / PREPARED_RECORD).exists():
         t0 = time.time()
         subprocess.run([sys.executable, "-m", "training.train", "--prepared", str(prepared), "--prepare-only",
                         *corpus_args], check=True, cwd=REPO_ROOT)

@@ -186,6 +186,10 @@ def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Do
     return tok, docs
 
 
+#: the file in a ``--prepared`` directory that records which corpus it holds (present once it is complete)
+PREPARED_RECORD = "corpus.json"
+
+
 def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     """The tokenizer and encoded documents from ``--prepared DIR``, made there first when it is empty.
 
@@ -193,7 +197,7 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     each run the corpus and tokenizer minutes. The corpus arguments are recorded and must match.
     """
     key = {"n_toolcall": args.n_toolcall, "n_agent": args.n_agent, "seed": args.seed}
-    meta_path = args.prepared / "corpus.json"
+    meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
         args.prepared.mkdir(parents=True, exist_ok=True)

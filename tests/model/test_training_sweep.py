@@ -32,6 +32,12 @@ def _losses(log: str) -> list[str]:
     return [line.split(" ema ")[0] for line in log.splitlines() if line.startswith("step ")]
 
 
+def _corpus_line(log: str) -> str:
+    """The corpus summary (vocabulary, documents, tokens) without its timing."""
+    line = next((ln for ln in log.splitlines() if ln.startswith("tokenizer: ")), "")
+    return line.rsplit(" (", 1)[0]
+
+
 def test_a_prepared_corpus_trains_exactly_like_a_fresh_one(tmp_path, capsys) -> None:
     """Same tokenizer, same documents, same loss at every logged step: sweeps compare recipes, not corpora."""
     run = [*SMALL, "--steps", "25", "--time-limit-min", "5", "--threads", "1"]
@@ -66,6 +72,7 @@ def test_init_seed_changes_the_run_but_not_the_corpus(tmp_path, capsys) -> None:
     train_main([*common, "--init-seed", "99", "--out", str(tmp_path / "b")])
     second = capsys.readouterr().out
     assert _losses(first) != _losses(second)
+    assert _corpus_line(first) and _corpus_line(first) == _corpus_line(second)
 
 
 def test_run_specs_need_a_plain_name(tmp_path) -> None:
