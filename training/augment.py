@@ -249,6 +249,12 @@ def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
     read the offered list, so it names tools that are not offered. Renamed tools can only be named by
     copying from the list.
     """
+    return apply_renaming(body, expected, tool_renaming(body, rng))
+
+
+def tool_renaming(body: dict[str, Any], rng: random.Random) -> dict[str, str]:
+    """A new name for each tool ``body`` offers (old -> new, all distinct); see :func:`rename_tools`.
+    Drawn once per tool list, so cases that share the list (a training group) share the names too."""
     mapping: dict[str, str] = {}
     for t in body.get("tools") or []:
         old = t["function"]["name"]
@@ -257,6 +263,12 @@ def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
             if new not in mapping.values() and new != old:
                 mapping[old] = new
                 break
+    return mapping
+
+
+def apply_renaming(body: dict[str, Any], expected: dict[str, Any] | None,
+                   mapping: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``body`` and ``expected`` with tool names replaced by ``mapping`` wherever they occur."""
     if not mapping:
         return body, expected
     tools = [{**t, "function": {**t["function"], "name": mapping.get(t["function"]["name"], t["function"]["name"])}}

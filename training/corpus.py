@@ -19,8 +19,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from training.augment import perturb_request, rename_tools, scramble_values, small_talk
-from training.chat_format import assistant_tool_message, render
+from training.augment import (apply_renaming, perturb_request, rename_tools, scramble_values, small_talk,
+                              tool_renaming)
+from training.chat_format import IM_START, assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
 AGENT_TRAIN_SEED_BASE = 100_000
@@ -54,6 +55,54 @@ class Conversation:
 
     def text(self) -> str:
         return render(self.messages, self.tools)
+
+
+#: where a conversation's final request begins in its rendered text (the shared prefix of a group ends there)
+FINAL_REQUEST_MARK = f"{IM_START}user\n"
+
+
+@dataclass
+class ConversationGroup:
+    """Conversations that differ only in their final request and answer: same system prompt, tools and
+    history. Training computes the shared part once for all of them (``training.train``, shared-prefix rows).
+
+    ``text()`` is the shared prefix followed by each member's final exchange, and ``branch_starts()`` gives
+    where each exchange begins in it. Every exchange starts with a special token (``<|im_start|>``), so the
+    tokens of this text are exactly the prefix's tokens followed by each exchange's own.
+    """
+
+    members: list[Conversation]
+    source: str = ""
+
+    def parts(self) -> tuple[str, list[str]]:
+        """(shared prefix text, each member's final exchange text)."""
+        prefix = ""
+        finals = []
+        for c in self.members:
+            full = c.text()
+            cut = full.rindex(FINAL_REQUEST_MARK)
+            if finals and full[:cut] != prefix:
+                raise ValueError(f"group members differ before their final request ({self.source})")
+            prefix = full[:cut]
+            finals.append(full[cut:])
+        return prefix, finals
+
+    def text_and_starts(self) -> tuple[str, list[int]]:
+        """``text()`` and ``branch_starts()`` from one rendering of the members (corpus preparation is paid
+        for out of the training time budget)."""
+        prefix, finals = self.parts()
+        starts, at = [], len(prefix)
+        for f in finals:
+            starts.append(at)
+            at += len(f)
+        return prefix + "".join(finals), starts
+
+    def text(self) -> str:
+        return self.text_and_starts()[0]
+
+    def branch_starts(self) -> list[int]:
+        """Character offset in ``text()`` at which each member's final exchange begins."""
+        return self.text_and_starts()[1]
 
 
 def _body_to_conversation(body: dict[str, Any], expected: dict[str, Any] | None, rng: random.Random,
@@ -104,6 +153,25 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
             if rng.random() < RENAME_SHARE:
                 body, expected = rename_tools(body, expected, rng)
         yield _body_to_conversation(body, expected, rng, source)
+
+
+def toolcall_groups(n: int, seed: int, size: int) -> Iterator[ConversationGroup]:
+    """About ``n`` tool-call conversations in groups of ``size`` that share system prompt, tools and
+    history (``suites.toolcall.catalog.generate_case_groups``), each member diversified as in
+    :func:`toolcall_conversations`; a renamed group renames its tools the same way for every member."""
+    from suites.toolcall.catalog import generate_case_groups
+
+    rng = random.Random(seed)
+    for group in generate_case_groups(seed, -(-n // size), size, "train", no_tool_share=NO_TOOL_SHARE):
+        mapping = tool_renaming(group[0][0], rng) if rng.random() < RENAME_SHARE else {}
+        members = []
+        for body, meta in group:
+            expected = meta["expected"]
+            expected = None if expected is None else {**expected, "arguments": dict(expected["arguments"])}
+            body = _diversify(body, expected, meta["tags"], rng)
+            body, expected = apply_renaming(body, expected, mapping)
+            members.append(_body_to_conversation(body, expected, rng, "toolcall-catalog"))
+        yield ConversationGroup(members, source="toolcall-group")
 
 
 def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list[str],
@@ -178,15 +246,21 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
         made += 1
 
 
-def build_corpus(n_toolcall: int, n_agent: int, seed: int) -> list[Conversation]:
-    """The whole corpus, shuffled deterministically."""
-    convs = list(toolcall_conversations(n_toolcall, seed)) + list(agent_conversations(n_agent, seed + 1))
+def build_corpus(n_toolcall: int, n_agent: int, seed: int,
+                 group_size: int = 1) -> list[Conversation | ConversationGroup]:
+    """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
+    come in groups that share everything but the final request (:func:`toolcall_groups`)."""
+    calls: Iterator[Conversation | ConversationGroup] = (
+        toolcall_groups(n_toolcall, seed, group_size) if group_size > 1 else toolcall_conversations(n_toolcall, seed))
+    convs = list(calls) + list(agent_conversations(n_agent, seed + 1))
     random.Random(seed + 2).shuffle(convs)
     return convs
 
 
-def dump_jsonl(convs: list[Conversation], path: str) -> None:
-    """Write the corpus (for inspection and reproducibility checks)."""
+def dump_jsonl(convs: list[Conversation | ConversationGroup], path: str) -> None:
+    """Write the corpus (for inspection and reproducibility checks); a group is written member by member."""
     with open(path, "w") as f:
-        for c in convs:
-            f.write(json.dumps({"source": c.source, "messages": c.messages, "tools": c.tools, "meta": c.meta}) + "\n")
+        for item in convs:
+            for c in item.members if isinstance(item, ConversationGroup) else [item]:
+                record = {"source": c.source, "messages": c.messages, "tools": c.tools, "meta": c.meta}
+                f.write(json.dumps(record) + "\n")

@@ -90,7 +90,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_key_value_heads * hd, bias=False)
         self.o_proj = nn.Linear(cfg.num_attention_heads * hd, cfg.hidden_size, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         b, t, _ = x.shape
         c = self.cfg
         q = self.q_proj(x).view(b, t, c.num_attention_heads, c.head_dim).transpose(1, 2)
@@ -99,7 +100,10 @@ class Attention(nn.Module):
         cos, sin = cos[:, None], sin[:, None]
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if attn_mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -122,8 +126,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, cos, sin):
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+    def forward(self, x, cos, sin, attn_mask=None):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, attn_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -150,17 +154,23 @@ class TinyLlama(nn.Module):
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, input_ids: torch.Tensor, *, hidden_only: bool = False) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, *, positions: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None, hidden_only: bool = False) -> torch.Tensor:
         """Logits [B, T, V] (causal; one document per row, right-padded in training).
 
+        ``positions`` [B, T] and ``attn_mask`` [B, 1, T, T] (True = may attend) serve rows that hold a
+        shared prefix followed by several continuations of it (``training.train.tree_mask``): each
+        continuation sees the prefix and itself, at the positions it would have on its own. Without them
+        the row is one causal document.
         ``hidden_only`` returns the final-norm hidden states instead, so training can apply ``lm_head`` to
         the supervised positions alone (a quarter of the tokens: a real saving on a 2-core budget).
         """
         b, t = input_ids.shape
-        positions = torch.arange(t, device=input_ids.device).expand(b, t)
+        if positions is None:
+            positions = torch.arange(t, device=input_ids.device).expand(b, t)
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta)
         x = self.model.embed_tokens(input_ids)
         for layer in self.model.layers:
-            x = layer(x, cos, sin)
+            x = layer(x, cos, sin, attn_mask)
         x = self.model.norm(x)
         return x if hidden_only else self.lm_head(x)

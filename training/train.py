@@ -4,8 +4,9 @@
 
 Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
 -> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
-(``bucket_batches`` says why not packed) -> AdamW with warmup + cosine decay (or ``--schedule wsd``), fixed
-seed, 2 threads -> export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
+(``bucket_batches`` says why not packed; with ``--group-size`` K a row holds a shared system prompt and tool
+list followed by K requests and answers, each seeing only the prefix and itself) -> AdamW with warmup +
+cosine decay (or ``--schedule wsd``), fixed seed, 2 threads -> export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
 from training.chat_format import assistant_spans
-from training.corpus import Conversation, build_corpus, dump_jsonl
+from training.corpus import Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
@@ -35,6 +36,9 @@ from training.tokenizer_train import train_tokenizer
 class Doc:
     ids: np.ndarray   # int32 token ids
     mask: np.ndarray  # bool: token is an assistant output token (a training target)
+    #: int16 per token: 0 for the shared prefix (or the whole of a plain document), i for the i-th of several
+    #: continuations that each follow the prefix alone (a :class:`ConversationGroup`); None: plain document
+    segments: np.ndarray | None = None
 
 
 def encode(tok: Tokenizer, text: str) -> Doc:
@@ -42,7 +46,28 @@ def encode(tok: Tokenizer, text: str) -> Doc:
     return encode_all(tok, [text])[0]
 
 
-def encode_all(tok: Tokenizer, texts: list[str]) -> list[Doc]:
+def document_texts(items: list[Conversation | ConversationGroup]) -> tuple[list[str], list[list[int]]]:
+    """Each corpus item's training text, and where its continuations start (empty for a plain document)."""
+    texts, starts = [], []
+    for item in items:
+        text, branches = item.text_and_starts() if isinstance(item, ConversationGroup) else (item.text(), [])
+        texts.append(text)
+        starts.append(branches)
+    return texts, starts
+
+
+def tree_positions(segments: np.ndarray) -> np.ndarray:
+    """The position each token would have in its own document: a continuation restarts where the prefix
+    ends, so a model trained on shared-prefix rows sees exactly the positions it sees when serving."""
+    positions = np.arange(len(segments), dtype=np.int64)
+    prefix = int(np.sum(segments == 0))
+    for seg in np.unique(segments[segments > 0]):
+        where = np.flatnonzero(segments == seg)
+        positions[where] = prefix + np.arange(len(where))
+    return positions
+
+
+def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] | None = None) -> list[Doc]:
     """:func:`encode` for a whole corpus: the tokenizer's batch call runs on every core, and the mask is
     one vectorised lookup per document (token start offset -> the assistant span it falls in, if any).
 
@@ -55,7 +80,10 @@ def encode_all(tok: Tokenizer, texts: list[str]) -> list[Doc]:
         spans = np.asarray(assistant_spans(text), dtype=np.int64).reshape(-1, 2)
         inside = np.searchsorted(spans[:, 0], starts, side="right") - 1
         mask = (inside >= 0) & (starts < spans[np.maximum(inside, 0), 1]) if len(spans) else np.zeros(len(starts), bool)
-        docs.append(Doc(np.asarray(enc.ids, dtype=np.int32), mask))
+        branches = branch_starts[len(docs)] if branch_starts else []
+        segments = np.searchsorted(np.asarray(branches, dtype=np.int64), starts, side="right").astype(np.int16) \
+            if branches else None
+        docs.append(Doc(np.asarray(enc.ids, dtype=np.int32), mask, segments))
     return docs
 
 
@@ -63,9 +91,33 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
+@dataclass
+class Batch:
+    """Right-padded rows of token ids, their target mask and, for shared-prefix rows, segments and positions."""
+
+    ids: torch.Tensor       # [B, T] int64
+    targets: torch.Tensor   # [B, T] bool: the token is a training target
+    segments: torch.Tensor | None = None   # [B, T] int16 (see Doc.segments); None: every row is one document
+    positions: torch.Tensor | None = None  # [B, T] int64 (see tree_positions)
+
+    def to(self, device: str) -> Batch:
+        move = (lambda t: None if t is None else t.to(device))
+        return Batch(self.ids.to(device), self.targets.to(device), move(self.segments), move(self.positions))
+
+
+def tree_mask(segments: torch.Tensor) -> torch.Tensor:
+    """[B, 1, T, T] attention mask of shared-prefix rows: causal, and a token of continuation i sees the
+    prefix (segment 0) and continuation i only. Padding is segment 0 and sits after everything real, so no
+    real token sees it, and a padding token still sees the prefix (a row with nothing to see gives NaN)."""
+    t = segments.shape[1]
+    causal = torch.ones(t, t, dtype=torch.bool, device=segments.device).tril()
+    same = segments[:, :, None] == segments[:, None, :]
+    return (causal & (same | (segments[:, None, :] == 0)))[:, None]
+
+
 def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
-                   multiple: int = 8) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """One document per row, rows of similar length batched together -> [(ids, target_mask)], right-padded.
+                   multiple: int = 8) -> list[Batch]:
+    """One document per row, rows of similar length batched together, right-padded.
 
     Why not pack several documents into each row: attention over a packed row needs a block-diagonal mask,
     and PyTorch's CPU attention then does the work of the whole row length for every token; one document
@@ -74,10 +126,14 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
     whole shipped training runs (1.3x). Sorting by length keeps padding small (about 1.5 %);
     the batch order is shuffled each epoch by the training loop. Padding sits after each document, so
     causal attention never reads it, and its target mask is false.
+
+    A shared-prefix document (several continuations of one prefix, see ``tree_mask``) does need a mask, but
+    it holds K requests in about a half of the tokens K separate documents take; such documents are
+    batched among themselves, so plain batches keep the maskless kernel.
     """
     order = list(range(len(docs)))
     random.Random(seed).shuffle(order)
-    order.sort(key=lambda i: len(docs[i].ids))  # stable: equal lengths stay shuffled
+    order.sort(key=lambda i: (docs[i].segments is not None, len(docs[i].ids)))  # stable: ties stay shuffled
     groups: list[list[int]] = []
     width = 0
     for i in order:
@@ -88,16 +144,23 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
         else:
             groups.append([i])
             width = n
-    out: list[tuple[torch.Tensor, torch.Tensor]] = []
+    out: list[Batch] = []
     for members in groups:
         width = _round_up(max(len(docs[i].ids) for i in members), multiple)
         ids = np.full((len(members), width), pad_id, dtype=np.int64)
         tmask = np.zeros((len(members), width), dtype=bool)
+        tree = any(docs[i].segments is not None for i in members)
+        segments = np.zeros((len(members), width), dtype=np.int16)
+        positions = np.tile(np.arange(width, dtype=np.int64), (len(members), 1))
         for r, i in enumerate(members):
             n = len(docs[i].ids)
             ids[r, :n] = docs[i].ids
             tmask[r, :n] = docs[i].mask
-        out.append((torch.from_numpy(ids), torch.from_numpy(tmask)))
+            if docs[i].segments is not None:
+                segments[r, :n] = docs[i].segments
+                positions[r, :n] = tree_positions(docs[i].segments)
+        out.append(Batch(torch.from_numpy(ids), torch.from_numpy(tmask),
+                         torch.from_numpy(segments) if tree else None, torch.from_numpy(positions) if tree else None))
     return out
 
 
@@ -126,8 +189,19 @@ PACE_TOLERANCE = 0.85
 PACE_CHECKS = (1000, 2000, 4000, 8000)
 
 
-def recorded_steps(checkpoint: Path) -> int | None:
-    """The step count a finished training run wrote into its checkpoint's metadata (None when unknown)."""
+@dataclass(frozen=True)
+class RecordedRun:
+    """What a finished training run wrote into its checkpoint's metadata: enough to tell whether another
+    run's step count can be compared with it (a step of a different batch size or grouping is not)."""
+
+    steps: int
+    batch_tokens: int
+    group_size: int
+
+
+def recorded_run(checkpoint: Path) -> RecordedRun | None:
+    """The run recorded in a finished checkpoint (None when unknown). Checkpoints from before the batch
+    size and grouping were recorded used the then only recipe: 1,536-token batches, no groups."""
     try:
         with safe_open(str(checkpoint), "pt") as f:
             meta = f.metadata() or {}
@@ -135,7 +209,7 @@ def recorded_steps(checkpoint: Path) -> int | None:
         return None
     if meta.get("final") != "true" or not str(meta.get("step", "")).isdigit():
         return None
-    return int(meta["step"])
+    return RecordedRun(int(meta["step"]), int(meta.get("batch_tokens", 1536)), int(meta.get("group_size", 1)))
 
 
 def projected_steps(step: int, elapsed_s: float, budget_s: float, total: int) -> int:
@@ -159,17 +233,35 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
             f"for the result to be compared with the shipped checkpoint (see MODEL_CARD.md, Retraining)")
 
 
-def masked_loss(model: TinyLlama, ids: torch.Tensor, tmask: torch.Tensor) -> torch.Tensor:
-    """Next-token loss where the *target* is an assistant token (rows hold one document each)."""
-    hidden = model(ids[:, :-1], hidden_only=True)
-    keep = tmask[:, 1:]
-    return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
+def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0) -> torch.Tensor:
+    """Next-token loss where the *target* is an assistant token.
+
+    ``decision_weight`` weighs the first token of each assistant turn, the one that decides between a tool
+    call and a text answer, that many times an ordinary target (a weighted mean). Why: that one token is
+    all that refusing a request for a tool that is not offered takes, and among some forty targets per
+    answer its gradient is small; every run so far calls a tool for almost all such requests.
+    In a shared-prefix row the token after a continuation's last one is the next continuation's
+    ``<|im_start|>``, never a target, so no loss crosses from one continuation into another.
+    """
+    ids = batch.ids
+    if batch.segments is None:
+        hidden = model(ids[:, :-1], hidden_only=True)
+    else:
+        hidden = model(ids[:, :-1], positions=batch.positions[:, :-1],
+                       attn_mask=tree_mask(batch.segments[:, :-1]), hidden_only=True)
+    keep = batch.targets[:, 1:]
+    if decision_weight == 1.0:
+        return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
+    losses = F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep], reduction="none")
+    first = (batch.targets[:, 1:] & ~batch.targets[:, :-1])[keep]  # a target whose predecessor is not one
+    weights = 1.0 + (decision_weight - 1.0) * first.to(losses.dtype)
+    return (losses * weights).sum() / weights.sum()
 
 
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
-    convs: list[Conversation] = build_corpus(args.n_toolcall, args.n_agent, args.seed)
-    sources = {}
+    convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size)
+    sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
         sources[key] = sources.get(key, 0) + 1
@@ -180,9 +272,9 @@ def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Do
     if args.dump_corpus:
         dump_jsonl(convs, str(args.dump_corpus))
 
-    texts = [c.text() for c in convs]
+    texts, branch_starts = document_texts(convs)
     tok = train_tokenizer(texts)
-    docs = encode_all(tok, texts)
+    docs = encode_all(tok, texts, branch_starts)
     return tok, docs
 
 
@@ -197,6 +289,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     each run the corpus and tokenizer minutes. The corpus arguments are recorded and must match.
     """
     key = {"n_toolcall": args.n_toolcall, "n_agent": args.n_agent, "seed": args.seed}
+    if args.group_size > 1:
+        key["group_size"] = args.group_size
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -205,9 +299,12 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         lengths = np.array([len(d.ids) for d in docs], dtype=np.int64)
         ids = np.concatenate([d.ids for d in docs])
         # uint16 holds any id of a vocabulary under 65,536 and halves the file a sweep carries to a GPU machine
+        # segment -1 marks a plain document's tokens (Doc.segments None)
+        segments = np.concatenate([np.full(len(d.ids), -1, np.int16) if d.segments is None else d.segments
+                                   for d in docs])
         np.savez_compressed(args.prepared / "docs.npz", lengths=lengths,
                             ids=ids.astype(np.uint16) if tok.get_vocab_size() < 2**16 else ids,
-                            mask=np.concatenate([d.mask for d in docs]))
+                            mask=np.concatenate([d.mask for d in docs]), segments=segments)
         meta_path.write_text(json.dumps(key))
         return tok, docs
     recorded = json.loads(meta_path.read_text())
@@ -217,7 +314,9 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     with np.load(args.prepared / "docs.npz") as z:
         bounds = np.cumsum(z["lengths"])[:-1]
         ids = z["ids"].astype(np.int32)
-        docs = [Doc(i, m) for i, m in zip(np.split(ids, bounds), np.split(z["mask"], bounds))]
+        segments = z["segments"] if "segments" in z.files else np.full(len(ids), -1, np.int16)
+        docs = [Doc(i, m, None if len(g) and g[0] < 0 else g)
+                for i, m, g in zip(np.split(ids, bounds), np.split(z["mask"], bounds), np.split(segments, bounds))]
     print(f"prepared corpus from {args.prepared}: {len(docs)} documents", flush=True)
     return tok, docs
 
@@ -231,6 +330,9 @@ def main(argv: list[str] | None = None) -> None:
                          "so two values measure run-to-run noise")
     ap.add_argument("--n-toolcall", type=int, default=72000)
     ap.add_argument("--n-agent", type=int, default=7200)
+    ap.add_argument("--group-size", type=int, default=1,
+                    help="tool-call requests per shared system prompt and tool list (1: each its own document); "
+                         "K > 1 trains K requests on one prefix computed once, in shared-prefix rows")
     ap.add_argument("--block", type=int, default=1024)
     ap.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch (rows x row length)")
     ap.add_argument("--epochs", type=float, default=1.2)
@@ -244,6 +346,8 @@ def main(argv: list[str] | None = None) -> None:
                          "replays a CPU run's step count on a faster machine, to compare recipes at the same "
                          "cost (see training/sweep.py)")
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
+    ap.add_argument("--decision-weight", type=float, default=1.0,
+                    help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest")
     ap.add_argument("--prepared", type=Path, default=None,
                     help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
     ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
@@ -278,7 +382,7 @@ def main(argv: list[str] | None = None) -> None:
           flush=True)
 
     batches = bucket_batches(docs, args.batch_tokens, pad_id, init_seed)
-    n_rows_tok = sum(bt[0].numel() for bt in batches)
+    n_rows_tok = sum(b.ids.numel() for b in batches)
     print(f"batched: {len(batches)} batches of <= {args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})",
           flush=True)
 
@@ -287,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
                      num_key_value_heads=args.kv_heads)
     model = TinyLlama(cfg).to(args.device)
-    batches = [(ids.to(args.device), tmask.to(args.device)) for ids, tmask in batches]
+    batches = [b.to(args.device) for b in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -303,13 +407,17 @@ def main(argv: list[str] | None = None) -> None:
     ema = None
     step = 0
     seen = 0
-    reference_steps = recorded_steps(SHIPPED_CHECKPOINT)
+    seen_targets = 0  # supervised tokens: what a recipe buys with its time (groups spend fewer tokens on prompts)
+    shipped = recorded_run(SHIPPED_CHECKPOINT)
+    comparable = shipped is not None and (shipped.batch_tokens, shipped.group_size) == (args.batch_tokens,
+                                                                                       args.group_size)
     warned = False
     for step in range(total):
         if step % per_epoch == 0 and step > 0:
             order = torch.randperm(per_epoch, generator=gen)
-        ids, tmask = batches[int(order[step % per_epoch])]
-        seen += ids.numel()
+        batch = batches[int(order[step % per_epoch])]
+        seen += batch.ids.numel()
+        seen_targets += int(batch.targets.sum())
         # progress is the larger of the step fraction and the time fraction: on an idle 2-core machine the
         # step count decides (deterministic); on a shared, slower one the schedule still completes in budget
         progress = max(step / total, (time.time() - t_train) / budget_s)
@@ -319,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
         lr = lr_at(progress, step, args.lr, args.warmup, args.schedule)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss = masked_loss(model, ids, tmask)
+        loss = masked_loss(model, batch, args.decision_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -329,19 +437,27 @@ def main(argv: list[str] | None = None) -> None:
             el = time.time() - t_train
             tps = seen / el
             print(f"step {step + 1}/{total} loss {loss.item():.4f} ema {ema:.4f} lr {lr:.2e} "
-                  f"{tps:.0f} tok/s elapsed {el / 60:.1f} min", flush=True)
+                  f"{tps:.0f} tok/s ({seen_targets / el:.0f} supervised) elapsed {el / 60:.1f} min", flush=True)
         if step + 1 in PACE_CHECKS and not args.steps:
             projected = projected_steps(step + 1, time.time() - t_train, budget_s, total)
-            print(f"pace: the budget ends the schedule near step {projected} of {total} "
-                  f"(shipped run: {reference_steps or 'unknown'})", flush=True)
-            warning = None if warned else pace_warning(projected, reference_steps)
+            if shipped is None:
+                against = "shipped run: unknown"
+            elif comparable:
+                against = f"shipped run: {shipped.steps}"
+            else:
+                against = (f"shipped run: {shipped.steps} steps of {shipped.batch_tokens}-token batches, group size "
+                           f"{shipped.group_size}; not comparable with this recipe's steps, so no pace warning")
+            print(f"pace: the budget ends the schedule near step {projected} of {total} ({against})", flush=True)
+            warning = None if warned or not comparable else pace_warning(projected, shipped.steps)
             if warning:
                 print(warning, flush=True)
                 warned = True
         if step % 200 == 199:
             export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"})
     out = export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "total_steps": str(total),
-                                                            "seed": str(args.seed), "final": "true"})
+                                                            "seed": str(args.seed), "final": "true",
+                                                            "batch_tokens": str(args.batch_tokens),
+                                                            "group_size": str(args.group_size)})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 

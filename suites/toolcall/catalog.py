@@ -2135,6 +2135,54 @@ def generate_cases(seed: int, n: int, template_set: TemplateSet = "eval", *, no_
     return out
 
 
+def generate_case_groups(seed: int, n_groups: int, size: int, template_set: TemplateSet = "train", *,
+                         no_tool_share: float = 0.3, followup_share: float = 0.15, max_tools: int = 6,
+                         id_prefix: str = "group") -> list[list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """``n_groups`` groups of ``size`` cases that differ only in the final user request.
+
+    Why: a training step can then compute the shared system prompt, tool list and history once for
+    several requests (``training.train``'s shared-prefix rows) instead of once per request. Each case on its
+    own is drawn as :func:`generate_cases` draws one: the needed tool is among the offered ones, a request
+    for a tool that is not offered names a tool from a domain group none of the offered tools belongs to,
+    and about ``no_tool_share`` of the requests fit no offered tool.
+    """
+    rng = random.Random(f"{seed}:{template_set}:{id_prefix}")
+    groups = []
+    for g in range(n_groups):
+        offered = _offer(rng, None, _n_tools(rng, max_tools), set())
+        system = rng.choice(SYSTEM_PROMPTS[template_set])
+        history_body = {"messages": [{"role": "system", "content": system}],
+                        "tools": [t.openai_tool() for t in offered]}
+        history_tags: list[str] = []
+        if rng.random() < followup_share:
+            history_tags = ["followup", f"history:{add_history(rng, history_body, template_set)}"]
+        offered_groups = {_group(t) for t in offered}
+        absent_pool = [t for t in TOOLS if _group(t) not in offered_groups]
+        group = []
+        for b in range(size):
+            if rng.random() < no_tool_share:
+                if rng.random() < 0.5 or not absent_pool:
+                    text = _wrap(rng.choice(NO_TOOL_REQUESTS[template_set]), rng, template_set)
+                    tags, expected = ["no_tool", "no_tool:chat"], None
+                else:
+                    absent = rng.choice(absent_pool)
+                    text = _wrap(absent.phrase(absent.sample(rng), rng, template_set), rng, template_set)
+                    tags, expected = ["no_tool", "no_tool:unavailable", f"absent:{absent.name}"], None
+            else:
+                spec = rng.choice(offered)
+                args = spec.sample(rng)
+                text = _wrap(spec.phrase(args, rng, template_set), rng, template_set)
+                tags = ["tool", f"tool:{spec.name}", f"domain:{spec.domain}"]
+                expected = {"tool": spec.name, "arguments": args}
+            body = {"messages": history_body["messages"] + [{"role": "user", "content": text}],
+                    "tools": history_body["tools"], "tool_choice": "auto", **DEFAULT_PARAMS}
+            meta = {"id": f"{id_prefix}-{g:05d}-{b}", "expected": expected,
+                    "tags": tags + [f"n_tools:{len(offered)}"] + history_tags + [template_set]}
+            group.append((body, meta))
+        groups.append(group)
+    return groups
+
+
 def generate_forced_cases(seed: int, per_tool: int = 3, template_set: TemplateSet = "eval", *, max_tools: int = 3,
                           id_prefix: str = "schemas") -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Forced calls (``tool_choice`` names the function) for every tool, tagged with its schema features."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from safetensors.torch import save_file
 
-from training.train import SHIPPED_CHECKPOINT, pace_warning, projected_steps, recorded_steps
+from training.train import SHIPPED_CHECKPOINT, RecordedRun, pace_warning, projected_steps, recorded_run
 
 
 def test_projection_follows_the_pace_and_stops_at_the_planned_steps() -> None:
@@ -22,14 +22,18 @@ def test_warning_only_below_the_tolerated_share_of_the_shipped_steps() -> None:
     assert message is not None and "9346" in message and "12746" in message and "73%" in message
 
 
-def test_recorded_steps_read_from_a_finished_checkpoint_only(tmp_path) -> None:
+def test_recorded_run_read_from_a_finished_checkpoint_only(tmp_path) -> None:
     tensors = {"w": torch.zeros(2)}
-    finished, partial, broken = tmp_path / "a.safetensors", tmp_path / "b.safetensors", tmp_path / "c.safetensors"
+    finished, grouped = tmp_path / "a.safetensors", tmp_path / "g.safetensors"
+    partial, broken = tmp_path / "b.safetensors", tmp_path / "c.safetensors"
     save_file(tensors, str(finished), metadata={"step": "321", "final": "true"})
+    save_file(tensors, str(grouped), metadata={"step": "99", "final": "true", "batch_tokens": "3072",
+                                               "group_size": "4"})
     save_file(tensors, str(partial), metadata={"step": "200", "final": "false"})
     broken.write_bytes(b"not a checkpoint")
-    assert recorded_steps(finished) == 321
-    assert recorded_steps(partial) is None  # an intermediate export says nothing about a whole run
-    assert recorded_steps(broken) is None
-    assert recorded_steps(tmp_path / "missing.safetensors") is None
-    assert recorded_steps(SHIPPED_CHECKPOINT) is not None  # the shipped model records its run
+    assert recorded_run(finished) == RecordedRun(321, 1536, 1)  # older runs recorded only their steps
+    assert recorded_run(grouped) == RecordedRun(99, 3072, 4)
+    assert recorded_run(partial) is None  # an intermediate export says nothing about a whole run
+    assert recorded_run(broken) is None
+    assert recorded_run(tmp_path / "missing.safetensors") is None
+    assert recorded_run(SHIPPED_CHECKPOINT) is not None  # the shipped model records its run

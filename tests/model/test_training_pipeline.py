@@ -12,7 +12,7 @@ from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, tool_ca
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
-from training.train import bucket_batches, encode, encode_all, masked_loss
+from training.train import Batch, bucket_batches, encode, encode_all, masked_loss
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +64,14 @@ def test_loss_mask_marks_exactly_assistant_tokens(convs, tok):
 def test_bucketed_batches_hold_every_document_once_one_per_row(convs, tok):
     docs = [encode(tok, c.text()) for c in convs[:40]]
     batches = bucket_batches(docs, 1536, pad_id=0, seed=0)
-    assert batches and all(ids.numel() <= 1536 or ids.shape[0] == 1 for ids, _ in batches)
-    assert sum(ids.shape[0] for ids, _ in batches) == len(docs)
-    assert sum(int(m.sum()) for _, m in batches) == sum(int(d.mask.sum()) for d in docs)
-    rows = sorted(tuple(ids[r][ids[r] != 0].tolist()) for ids, _ in batches for r in range(ids.shape[0]))
+    assert batches and all(b.ids.numel() <= 1536 or b.ids.shape[0] == 1 for b in batches)
+    assert all(b.segments is None and b.positions is None for b in batches)  # plain rows: the maskless kernel
+    assert sum(b.ids.shape[0] for b in batches) == len(docs)
+    assert sum(int(b.targets.sum()) for b in batches) == sum(int(d.mask.sum()) for d in docs)
+    rows = sorted(tuple(b.ids[r][b.ids[r] != 0].tolist()) for b in batches for r in range(b.ids.shape[0]))
     assert rows == sorted(tuple(d.ids[d.ids != 0].tolist()) for d in docs)  # each row is one whole document
-    for ids, m in batches:
-        assert ids.shape[1] % 8 == 0 and not m[ids == 0].any()  # padding is never a target
+    for b in batches:
+        assert b.ids.shape[1] % 8 == 0 and not b.targets[b.ids == 0].any()  # padding is never a target
 
 
 def test_right_padding_does_not_change_the_document_logits():
@@ -99,17 +100,40 @@ def test_state_dict_loads_into_transformers_llama_with_equal_logits():
         torch.testing.assert_close(mine(x), hf(x).logits, rtol=1e-4, atol=1e-4)
 
 
-def test_masked_loss_ignores_prompt_tokens():
+def _one_layer_model() -> TinyLlama:
     torch.manual_seed(0)
-    m = TinyLlama(TinyConfig(vocab_size=64, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
-                             num_attention_heads=4, num_key_value_heads=2))
+    return TinyLlama(TinyConfig(vocab_size=64, hidden_size=128, intermediate_size=128, num_hidden_layers=1,
+                                num_attention_heads=4, num_key_value_heads=2))
+
+
+def test_masked_loss_ignores_prompt_tokens():
+    m = _one_layer_model()
     ids = torch.randint(0, 64, (1, 10))
     tmask = torch.zeros(1, 10, dtype=torch.bool)
     tmask[0, 6:] = True
-    loss = masked_loss(m, ids, tmask)
+    loss = masked_loss(m, Batch(ids, tmask))
     loss.backward()
     assert np.isfinite(loss.item())
     with torch.no_grad():
         logits = m(ids)
     ref = torch.nn.functional.cross_entropy(logits[0, 5:9], ids[0, 6:10])
     torch.testing.assert_close(loss.detach(), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_decision_weight_weighs_the_first_token_of_each_answer():
+    """The first target of each assistant turn (call or text?) counts ``decision_weight`` times."""
+    m = _one_layer_model()
+    ids = torch.randint(0, 64, (1, 12))
+    tmask = torch.zeros(1, 12, dtype=torch.bool)
+    tmask[0, 3:6] = True   # one answer: targets 3, 4, 5 (3 decides)
+    tmask[0, 8:11] = True  # a second: 8 decides
+    batch = Batch(ids, tmask)
+    with torch.no_grad():
+        logits = m(ids)[0]
+        per_token = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:], reduction="none")
+        weighted = masked_loss(m, batch, decision_weight=5.0)
+        assert torch.allclose(masked_loss(m, batch, decision_weight=1.0), masked_loss(m, batch))
+    targets = [3, 4, 5, 8, 9, 10]
+    weights = torch.tensor([5.0, 1, 1, 5, 1, 1])
+    expected = (per_token[[t - 1 for t in targets]] * weights).sum() / weights.sum()
+    torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
