@@ -56,6 +56,11 @@ class Conversation:
     def text(self) -> str:
         return render(self.messages, self.tools)
 
+    def text_and_starts(self) -> tuple[str, list[int]]:
+        """The training text, and where continuations of a shared prefix start in it: none here (see
+        :class:`ConversationGroup`)."""
+        return self.text(), []
+
 
 #: where a conversation's final request begins in its rendered text (the shared prefix of a group ends there)
 FINAL_REQUEST_MARK = f"{IM_START}user\n"
@@ -66,8 +71,8 @@ class ConversationGroup:
     """Conversations that differ only in their final request and answer: same system prompt, tools and
     history. Training computes the shared part once for all of them (``training.train``, shared-prefix rows).
 
-    ``text()`` is the shared prefix followed by each member's final exchange, and ``branch_starts()`` gives
-    where each exchange begins in it. Every exchange starts with a special token (``<|im_start|>``), so the
+    Its training text is the shared prefix followed by each member's final exchange
+    (:meth:`text_and_starts` also gives where each exchange begins). Every exchange starts with a special token (``<|im_start|>``), so the
     tokens of this text are exactly the prefix's tokens followed by each exchange's own.
     """
 
@@ -88,21 +93,14 @@ class ConversationGroup:
         return prefix, finals
 
     def text_and_starts(self) -> tuple[str, list[int]]:
-        """``text()`` and ``branch_starts()`` from one rendering of the members (corpus preparation is paid
-        for out of the training time budget)."""
+        """The training text and the character offset at which each member's final exchange begins in it,
+        from one rendering of the members (corpus preparation is paid for out of the training budget)."""
         prefix, finals = self.parts()
         starts, at = [], len(prefix)
         for f in finals:
             starts.append(at)
             at += len(f)
         return prefix + "".join(finals), starts
-
-    def text(self) -> str:
-        return self.text_and_starts()[0]
-
-    def branch_starts(self) -> list[int]:
-        """Character offset in ``text()`` at which each member's final exchange begins."""
-        return self.text_and_starts()[1]
 
 
 def _body_to_conversation(body: dict[str, Any], expected: dict[str, Any] | None, rng: random.Random,

@@ -48,12 +48,8 @@ def encode(tok: Tokenizer, text: str) -> Doc:
 
 def document_texts(items: list[Conversation | ConversationGroup]) -> tuple[list[str], list[list[int]]]:
     """Each corpus item's training text, and where its continuations start (empty for a plain document)."""
-    texts, starts = [], []
-    for item in items:
-        text, branches = item.text_and_starts() if isinstance(item, ConversationGroup) else (item.text(), [])
-        texts.append(text)
-        starts.append(branches)
-    return texts, starts
+    pairs = [item.text_and_starts() for item in items]
+    return [text for text, _ in pairs], [starts for _, starts in pairs]
 
 
 def tree_positions(segments: np.ndarray) -> np.ndarray:
@@ -149,18 +145,20 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
         width = _round_up(max(len(docs[i].ids) for i in members), multiple)
         ids = np.full((len(members), width), pad_id, dtype=np.int64)
         tmask = np.zeros((len(members), width), dtype=bool)
-        tree = any(docs[i].segments is not None for i in members)
-        segments = np.zeros((len(members), width), dtype=np.int16)
-        positions = np.tile(np.arange(width, dtype=np.int64), (len(members), 1))
         for r, i in enumerate(members):
             n = len(docs[i].ids)
             ids[r, :n] = docs[i].ids
             tmask[r, :n] = docs[i].mask
-            if docs[i].segments is not None:
-                segments[r, :n] = docs[i].segments
-                positions[r, :n] = tree_positions(docs[i].segments)
-        out.append(Batch(torch.from_numpy(ids), torch.from_numpy(tmask),
-                         torch.from_numpy(segments) if tree else None, torch.from_numpy(positions) if tree else None))
+        batch = Batch(torch.from_numpy(ids), torch.from_numpy(tmask))
+        if any(docs[i].segments is not None for i in members):
+            segments = np.zeros((len(members), width), dtype=np.int16)
+            positions = np.tile(np.arange(width, dtype=np.int64), (len(members), 1))
+            for r, i in enumerate(members):
+                if docs[i].segments is not None:
+                    segments[r, :len(docs[i].ids)] = docs[i].segments
+                    positions[r, :len(docs[i].ids)] = tree_positions(docs[i].segments)
+            batch.segments, batch.positions = torch.from_numpy(segments), torch.from_numpy(positions)
+        out.append(batch)
     return out
 
 
@@ -391,6 +389,8 @@ def main(argv: list[str] | None = None) -> None:
                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
                      num_key_value_heads=args.kv_heads)
     model = TinyLlama(cfg).to(args.device)
+    # counted once here: summing a batch's targets at every step would wait on the device each time
+    targets_per_batch = [int(b.targets.sum()) for b in batches]
     batches = [b.to(args.device) for b in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -415,9 +415,10 @@ def main(argv: list[str] | None = None) -> None:
     for step in range(total):
         if step % per_epoch == 0 and step > 0:
             order = torch.randperm(per_epoch, generator=gen)
-        batch = batches[int(order[step % per_epoch])]
+        index = int(order[step % per_epoch])
+        batch = batches[index]
         seen += batch.ids.numel()
-        seen_targets += int(batch.targets.sum())
+        seen_targets += targets_per_batch[index]
         # progress is the larger of the step fraction and the time fraction: on an idle 2-core machine the
         # step count decides (deterministic); on a shared, slower one the schedule still completes in budget
         progress = max(step / total, (time.time() - t_train) / budget_s)

@@ -2000,6 +2000,11 @@ def _wrap(text: str, rng: random.Random, template_set: TemplateSet) -> str:
     return rng.choice(WRAPPERS[template_set]).format(t=text)
 
 
+def _request_text(spec: ToolSpec, args: dict[str, Any], rng: random.Random, template_set: TemplateSet) -> str:
+    """A user request for ``spec`` stating ``args``, phrased and wrapped."""
+    return _wrap(spec.phrase(args, rng, template_set), rng, template_set)
+
+
 # --------------------------------------------------------------------------- case generation
 
 #: Domains close enough that a request for one might be served by a tool of another; a "no tool fits"
@@ -2052,7 +2057,7 @@ def make_tool_case(rng: random.Random, spec: ToolSpec, template_set: TemplateSet
                    forced: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """A request that ``spec`` answers, with distractor tools; returns (body, meta-without-id)."""
     args = spec.sample(rng)
-    text = _wrap(spec.phrase(args, rng, template_set), rng, template_set)
+    text = _request_text(spec, args, rng, template_set)
     tools = _offer(rng, spec, _n_tools(rng, max_tools), set())
     choice: Any = {"type": "function", "function": {"name": spec.name}} if forced else "auto"
     body = _body(rng, text, tools, template_set, choice)
@@ -2071,7 +2076,7 @@ def make_no_tool_case(rng: random.Random, template_set: TemplateSet, max_tools: 
         tags = ["no_tool", "no_tool:chat"]
     else:
         absent = rng.choice(TOOLS)
-        text = _wrap(absent.phrase(absent.sample(rng), rng, template_set), rng, template_set)
+        text = _request_text(absent, absent.sample(rng), rng, template_set)
         tools = _offer(rng, None, k, {_group(absent)})
         tags = ["no_tool", "no_tool:unavailable", f"absent:{absent.name}"]
     body = _body(rng, text, tools, template_set)
@@ -2166,12 +2171,12 @@ def generate_case_groups(seed: int, n_groups: int, size: int, template_set: Temp
                     tags, expected = ["no_tool", "no_tool:chat"], None
                 else:
                     absent = rng.choice(absent_pool)
-                    text = _wrap(absent.phrase(absent.sample(rng), rng, template_set), rng, template_set)
+                    text = _request_text(absent, absent.sample(rng), rng, template_set)
                     tags, expected = ["no_tool", "no_tool:unavailable", f"absent:{absent.name}"], None
             else:
                 spec = rng.choice(offered)
                 args = spec.sample(rng)
-                text = _wrap(spec.phrase(args, rng, template_set), rng, template_set)
+                text = _request_text(spec, args, rng, template_set)
                 tags = ["tool", f"tool:{spec.name}", f"domain:{spec.domain}"]
                 expected = {"tool": spec.name, "arguments": args}
             body = {"messages": history_body["messages"] + [{"role": "user", "content": text}],
