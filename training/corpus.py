@@ -130,11 +130,18 @@ def _case_parts(case: Any) -> tuple[dict[str, Any], Any]:
     return body, expected
 
 
-def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
-    """``n`` single-turn tool-call conversations from the catalogue's training templates."""
+def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0) -> Iterator[Conversation]:
+    """``n`` single-turn tool-call conversations from the catalogue's training templates.
+
+    With ``contrast_share`` > 0, that share of the tool requests also comes as a contrast twin: the same
+    request with the needed tool's domain group withheld from the offered tools, answered with a refusal
+    (``suites.toolcall.catalog.withhold_tool``). Why: every run calls a tool for nearly every request whose
+    tool is not offered; the wording of such a request says "call", and only the tool list says "refuse".
+    In a pair that differs only in the list, the wording cannot predict the answer.
+    """
     rng = random.Random(seed)
     try:
-        from suites.toolcall.catalog import generate_cases  # type: ignore[import-not-found]
+        from suites.toolcall.catalog import generate_cases, withhold_tool  # type: ignore[import-not-found]
         cases = generate_cases(seed, n, template_set="train", no_tool_share=NO_TOOL_SHARE)
         source = "toolcall-catalog"
     except ImportError:
@@ -148,6 +155,12 @@ def toolcall_conversations(n: int, seed: int) -> Iterator[Conversation]:
         if source == "toolcall-catalog":
             tags = case[1].get("tags", []) if isinstance(case, tuple) else []
             body = _diversify(body, expected, tags, rng)
+            if contrast_share and expected is not None and rng.random() < contrast_share:
+                twin = withhold_tool(body, expected["tool"], rng)
+                if twin is not None:
+                    if rng.random() < RENAME_SHARE:
+                        twin, _ = rename_tools(twin, None, rng)
+                    yield _body_to_conversation(twin, None, rng, "toolcall-contrast")
             if rng.random() < RENAME_SHARE:
                 body, expected = rename_tools(body, expected, rng)
         yield _body_to_conversation(body, expected, rng, source)
@@ -244,12 +257,16 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
         made += 1
 
 
-def build_corpus(n_toolcall: int, n_agent: int, seed: int,
-                 group_size: int = 1) -> list[Conversation | ConversationGroup]:
+def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1,
+                 contrast_share: float = 0.0) -> list[Conversation | ConversationGroup]:
     """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
-    come in groups that share everything but the final request (:func:`toolcall_groups`)."""
+    come in groups that share everything but the final request (:func:`toolcall_groups`); with
+    ``contrast_share`` > 0 some tool requests come with a contrast twin (:func:`toolcall_conversations`)."""
+    if group_size > 1 and contrast_share:
+        raise ValueError("contrast twins are made for single requests, not for shared-prefix groups")
     calls: Iterator[Conversation | ConversationGroup] = (
-        toolcall_groups(n_toolcall, seed, group_size) if group_size > 1 else toolcall_conversations(n_toolcall, seed))
+        toolcall_groups(n_toolcall, seed, group_size) if group_size > 1
+        else toolcall_conversations(n_toolcall, seed, contrast_share))
     convs = list(calls) + list(agent_conversations(n_agent, seed + 1))
     random.Random(seed + 2).shuffle(convs)
     return convs

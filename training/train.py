@@ -258,7 +258,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0) ->
 
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
-    convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size)
+    convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share)
     sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
@@ -289,6 +289,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     key = {"n_toolcall": args.n_toolcall, "n_agent": args.n_agent, "seed": args.seed}
     if args.group_size > 1:
         key["group_size"] = args.group_size
+    if args.contrast_share:
+        key["contrast_share"] = args.contrast_share
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -346,6 +348,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
     ap.add_argument("--decision-weight", type=float, default=1.0,
                     help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest")
+    ap.add_argument("--contrast-share", type=float, default=0.0,
+                    help="share of tool requests that also come as a twin with the needed tool withheld and a "
+                         "refusal for answer (so only the tool list tells calling from refusing)")
     ap.add_argument("--prepared", type=Path, default=None,
                     help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
     ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
@@ -360,6 +365,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.prepare_only and not args.prepared:
         ap.error("--prepare-only needs --prepared DIR")
+    if not 0.0 <= args.contrast_share <= 1.0:
+        ap.error(f"--contrast-share must be between 0 and 1, not {args.contrast_share}")
+    if args.contrast_share and args.group_size > 1:
+        ap.error("--contrast-share works on single requests; it cannot be combined with --group-size > 1")
 
     t0 = time.time()
     init_seed = args.seed if args.init_seed is None else args.init_seed
@@ -458,7 +467,9 @@ def main(argv: list[str] | None = None) -> None:
     out = export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "total_steps": str(total),
                                                             "seed": str(args.seed), "final": "true",
                                                             "batch_tokens": str(args.batch_tokens),
-                                                            "group_size": str(args.group_size)})
+                                                            "group_size": str(args.group_size),
+                                                            "decision_weight": str(args.decision_weight),
+                                                            "contrast_share": str(args.contrast_share)})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 

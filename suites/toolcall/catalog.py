@@ -2083,6 +2083,27 @@ def make_no_tool_case(rng: random.Random, template_set: TemplateSet, max_tools: 
     return body, {"tags": tags + [f"n_tools:{len(tools)}"], "expected": None}
 
 
+def withhold_tool(body: dict[str, Any], tool_name: str, rng: random.Random) -> dict[str, Any] | None:
+    """The same request with no offered tool from ``tool_name``'s domain group, so no offered tool fits it.
+
+    Each offered tool of that group is replaced, in its place, by a tool of a group not offered, as
+    :func:`make_no_tool_case` draws the tools for a request whose tool is not offered. Why: paired with the
+    original (where the tool is offered and called), only the tool list tells calling from refusing, so a
+    model trained on both must read the list instead of guessing from the request's wording. ``None`` when
+    the body's history calls a tool of that group (it could not be withheld without rewriting the history).
+    """
+    group = _group(TOOLS_BY_NAME[tool_name])
+    offered = [TOOLS_BY_NAME[t["function"]["name"]] for t in body["tools"]]
+    called = {c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or []}
+    if any(_group(TOOLS_BY_NAME[name]) == group for name in called if name in TOOLS_BY_NAME):
+        return None
+    taken = {_group(t) for t in offered} | {group}
+    pool = [t for t in TOOLS if _group(t) not in taken]
+    replacements = iter(rng.sample(pool, sum(_group(t) == group for t in offered)))
+    tools = [next(replacements) if _group(t) == group else t for t in offered]
+    return {**body, "messages": [dict(m) for m in body["messages"]], "tools": [t.openai_tool() for t in tools]}
+
+
 ACKS: dict[str, tuple[str, ...]] = {
     "eval": ("Done.", "All set.", "That's taken care of."),
     "train": ("Finished.", "Okay, completed.", "It's done."),

@@ -94,3 +94,38 @@ def test_renamed_tools_stay_consistent_between_list_history_and_answer() -> None
                 earlier = c["function"]["name"]
                 assert earlier in offered or earlier not in old  # an earlier call of an offered tool is renamed too
     assert renamed > 150
+
+
+def test_withheld_tool_leaves_no_offered_tool_of_its_group() -> None:
+    from suites.toolcall.catalog import TOOLS_BY_NAME, _group, withhold_tool
+
+    made = 0
+    for body, meta in generate_cases(11, 200, template_set="train"):
+        if meta["expected"] is None:
+            continue
+        twin = withhold_tool(body, meta["expected"]["tool"], random.Random(3))
+        if twin is None:  # the history called a tool of the withheld group
+            continue
+        made += 1
+        group = _group(TOOLS_BY_NAME[meta["expected"]["tool"]])
+        names = [t["function"]["name"] for t in twin["tools"]]
+        assert all(_group(TOOLS_BY_NAME[n]) != group for n in names)
+        assert len(names) == len(set(names)) == len(body["tools"])
+        assert twin["messages"] == body["messages"]
+    assert made > 100
+
+
+def test_contrast_twins_repeat_a_tool_request_with_a_refusal_and_leave_the_default_corpus_alone() -> None:
+    plain = list(toolcall_conversations(120, 8))
+    assert [c.text() for c in plain] == [c.text() for c in toolcall_conversations(120, 8, 0.0)]
+    paired = list(toolcall_conversations(120, 8, 0.5))
+    twins = [i for i, c in enumerate(paired) if c.source == "toolcall-contrast"]
+    assert 15 < len(twins) < 60
+    assert len(paired) == 120 + len(twins)
+    for i in twins:
+        twin, original = paired[i], paired[i + 1]
+        assert twin.messages[-2]["content"] == original.messages[-2]["content"]  # the same request
+        assert twin.messages[-1]["content"] and not twin.messages[-1].get("tool_calls")  # answered in text
+        assert original.messages[-1]["tool_calls"]  # the original calls the tool
+        offered = {t["function"]["name"] for t in twin.tools}
+        assert original.messages[-1]["tool_calls"][0]["function"]["name"] not in offered

@@ -137,3 +137,15 @@ def test_decision_weight_weighs_the_first_token_of_each_answer():
     weights = torch.tensor([5.0, 1, 1, 5, 1, 1])
     expected = (per_token[[t - 1 for t in targets]] * weights).sum() / weights.sum()
     torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--contrast-share", "1.5"], "--contrast-share must be between 0 and 1"),
+    (["--contrast-share", "0.3", "--group-size", "4"], "cannot be combined with --group-size"),
+])
+def test_bad_contrast_options_stop_with_one_line(argv, message, capsys) -> None:
+    from training.train import main
+
+    with pytest.raises(SystemExit):
+        main(argv + ["--out", "unused"])
+    assert message in capsys.readouterr().err
