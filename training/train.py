@@ -325,9 +325,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--init-seed", type=int, default=None,
-                    help="seed of the weights and batch order alone (default: --seed); the corpus stays the same, "
-                         "so two values measure run-to-run noise")
+    ap.add_argument("--init-seed", type=int, default=7,
+                    help="seed of the weights and batch order alone (default 7, the shipped run's; the corpus "
+                         "comes from --seed), so two values measure run-to-run noise")
     ap.add_argument("--n-toolcall", type=int, default=72000)
     ap.add_argument("--n-agent", type=int, default=7200)
     ap.add_argument("--group-size", type=int, default=1,
@@ -346,9 +346,9 @@ def main(argv: list[str] | None = None) -> None:
                          "replays a CPU run's step count on a faster machine, to compare recipes at the same "
                          "cost (see training/sweep.py)")
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
-    ap.add_argument("--decision-weight", type=float, default=1.0,
+    ap.add_argument("--decision-weight", type=float, default=5.0,
                     help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest")
-    ap.add_argument("--contrast-share", type=float, default=0.0,
+    ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
     ap.add_argument("--prepared", type=Path, default=None,
@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> None:
     if not 0.0 <= args.contrast_share <= 1.0:
         ap.error(f"--contrast-share must be between 0 and 1, not {args.contrast_share}")
     if args.contrast_share and args.group_size > 1:
-        ap.error("--contrast-share works on single requests; it cannot be combined with --group-size > 1")
+        ap.error("--contrast-share works on single requests; it cannot be combined with --group-size > 1 "
+                 "(pass --contrast-share 0 with groups)")
 
     t0 = time.time()
     init_seed = args.seed if args.init_seed is None else args.init_seed
@@ -468,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
                                                             "seed": str(args.seed), "final": "true",
                                                             "batch_tokens": str(args.batch_tokens),
                                                             "group_size": str(args.group_size),
+                                                            "init_seed": str(init_seed),
                                                             "decision_weight": str(args.decision_weight),
                                                             "contrast_share": str(args.contrast_share)})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
