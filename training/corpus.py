@@ -158,12 +158,16 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0) -> It
             if contrast_share and expected is not None and rng.random() < contrast_share:
                 twin = withhold_tool(body, expected["tool"], rng)
                 if twin is not None:
-                    if rng.random() < RENAME_SHARE:
-                        twin, _ = rename_tools(twin, None, rng)
+                    twin, _ = _renamed_sometimes(twin, None, rng)
                     yield _body_to_conversation(twin, None, rng, "toolcall-contrast")
-            if rng.random() < RENAME_SHARE:
-                body, expected = rename_tools(body, expected, rng)
+            body, expected = _renamed_sometimes(body, expected, rng)
         yield _body_to_conversation(body, expected, rng, source)
+
+
+def _renamed_sometimes(body: dict[str, Any], expected: dict[str, Any] | None,
+                       rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """``RENAME_SHARE`` of the time, the case with its offered tools renamed (``training.augment.rename_tools``)."""
+    return rename_tools(body, expected, rng) if rng.random() < RENAME_SHARE else (body, expected)
 
 
 def toolcall_groups(n: int, seed: int, size: int) -> Iterator[ConversationGroup]:

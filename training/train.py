@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
                  "(pass --contrast-share 0 with groups)")
 
     t0 = time.time()
-    init_seed = args.seed if args.init_seed is None else args.init_seed
+    init_seed = args.init_seed
     torch.manual_seed(init_seed)
     random.seed(init_seed)
     torch.set_num_threads(args.threads)

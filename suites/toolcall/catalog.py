@@ -2101,7 +2101,7 @@ def withhold_tool(body: dict[str, Any], tool_name: str, rng: random.Random) -> d
     pool = [t for t in TOOLS if _group(t) not in taken]
     replacements = iter(rng.sample(pool, sum(_group(t) == group for t in offered)))
     tools = [next(replacements) if _group(t) == group else t for t in offered]
-    return {**body, "messages": [dict(m) for m in body["messages"]], "tools": [t.openai_tool() for t in tools]}
+    return {**body, "tools": [t.openai_tool() for t in tools]}
 
 
 ACKS: dict[str, tuple[str, ...]] = {
