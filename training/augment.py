@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any
+from typing import Any, Callable
 
 _TOPICS = (
     "volcanoes", "the moon", "bees", "rainbows", "black holes", "the printing press", "glaciers", "coral reefs",
@@ -55,18 +55,78 @@ _ACTIVITIES = (
 _ARITHMETIC = ("What is {a} plus {b}?", "What is {a} minus {b}?", "How much is {a} times {b}?", "Is {a} bigger than {b}?")
 
 
-def small_talk(rng: random.Random) -> str:
-    """One request that no tool can serve: knowledge, writing, advice, arithmetic or social talk."""
+#: kinds of small talk the forms above miss: asking for something made up, comparisons, who/when
+#: questions, explaining to someone, social how-tos, and knowledge questions about the catalogue's own
+#: domains (a tool's domain word in a request that no tool serves: the hardest negatives)
+_ASK_FORMS = ("Give me a {x}.", "Suggest a {x}.", "Can you come up with a {x}?", "Recommend a {x}.",
+              "Think of a {x} for me.", "I'd love a {x}.")
+_ASK_THINGS = (
+    "nickname for a parrot", "name for a coffee shop", "fun fact", "tongue twister", "riddle for kids",
+    "pun about bread", "word that means very tired", "title for a travel blog", "birthday message for a colleague",
+    "toast for a wedding", "compliment for a friend", "catchy team name", "bedtime story idea",
+    "hobby to try this year", "saying about courage", "metaphor for time", "board game for four people",
+)
+_COMPARE_FORMS = ("How is {a} different from {b}?", "How can I tell {a} from {b}?",
+                  "Which came first, {a} or {b}?", "Are {a} and {b} related?")
+_COMPARE_PAIRS = (
+    ("frogs", "toads"), ("a lake", "a pond"), ("a comet", "an asteroid"), ("baking soda", "baking powder"),
+    ("a violin", "a viola"), ("crocodiles", "alligators"), ("a hurricane", "a typhoon"), ("a star", "a planet"),
+    ("jam", "jelly"), ("a novel", "a novella"), ("latitude", "longitude"), ("speed", "velocity"),
+)
+_WHO_FORMS = ("Who invented {i}?", "When was {i} invented?", "Where was {i} first used?", "Who made {i} popular?")
+_INVENTIONS = ("the telephone", "the light bulb", "the bicycle", "paper", "the compass", "the radio",
+               "the umbrella", "the piano", "eyeglasses", "the zipper", "the telescope", "chess clocks")
+_EXPLAIN_FORMS = ("Explain {t} to {p}.", "How would you describe {t} to {p}?", "Make {t} easy for {p} to understand.")
+_AUDIENCES = ("a beginner", "my grandmother", "a curious kid", "a busy manager", "someone from the 1800s")
+_SOCIAL_HOWTO = ("How do I {s}?", "What's a kind way to {s}?", "Any advice on how to {s}?")
+_SOCIAL_TASKS = ("apologise to a friend", "say no to extra work", "start a conversation at a party",
+                 "thank a teacher", "ask for feedback", "end a phone call politely", "welcome a new neighbour",
+                 "cheer up a sad friend")
+_DOMAIN_FORMS = ("How did the word '{d}' come about?", "What is the history of the {d}?",
+                 "Why do people like talking about the {d}?", "Is the {d} a modern idea?")
+_DOMAINS = ("stock market", "calendar", "thermostat", "spreadsheet", "database", "currency", "passport",
+            "podcast", "recipe", "weather forecast", "email", "invoice", "playlist", "hotel", "movie ticket")
+
+
+def _compare(rng: random.Random) -> str:
+    a, b = rng.choice(_COMPARE_PAIRS)
+    return rng.choice(_COMPARE_FORMS).format(a=a, b=b)
+
+
+_Kinds = tuple[tuple[float, Callable[[random.Random], str]], ...]
+
+#: (cumulative share, maker) per kind of small talk: the five kinds of the shipped recipe
+_BASIC_KINDS: _Kinds = (
+    (0.35, lambda rng: rng.choice(_QUESTION_FORMS).format(t=rng.choice(_TOPICS))),
+    (0.55, lambda rng: rng.choice(_WRITING_FORMS).format(t=rng.choice(_TOPICS))),
+    (0.7, lambda rng: rng.choice(_ADVICE_FORMS).format(a=rng.choice(_ACTIVITIES))),
+    (0.85, lambda rng: rng.choice(_SOCIAL)),
+    (1.0, lambda rng: rng.choice(_ARITHMETIC).format(a=rng.randint(2, 99), b=rng.randint(2, 99))),
+)
+#: the same five plus requests for something made up, comparisons, who/when questions, explaining to
+#: someone, social how-tos and questions about a tool domain itself. Why: every checkpoint up to v5 called
+#: a tool on 13 or more of the 45 held-out small-talk requests, which are kinds the five never produce
+#: ("Suggest a ...", "Who ...?", "Explain ... to ..."); a tool domain's word in a request that no tool
+#: serves is the hardest negative.
+_WIDE_KINDS: _Kinds = (
+    (0.25, _BASIC_KINDS[0][1]), (0.37, _BASIC_KINDS[1][1]), (0.46, _BASIC_KINDS[2][1]),
+    (0.56, _BASIC_KINDS[3][1]), (0.63, _BASIC_KINDS[4][1]),
+    (0.72, lambda rng: rng.choice(_ASK_FORMS).format(x=rng.choice(_ASK_THINGS))),
+    (0.79, _compare),
+    (0.85, lambda rng: rng.choice(_WHO_FORMS).format(i=rng.choice(_INVENTIONS))),
+    (0.9, lambda rng: rng.choice(_EXPLAIN_FORMS).format(t=rng.choice(_TOPICS), p=rng.choice(_AUDIENCES))),
+    (0.95, lambda rng: rng.choice(_SOCIAL_HOWTO).format(s=rng.choice(_SOCIAL_TASKS))),
+    (1.0, lambda rng: rng.choice(_DOMAIN_FORMS).format(d=rng.choice(_DOMAINS))),
+)
+
+
+def small_talk(rng: random.Random, wide: bool = False) -> str:
+    """One request that no tool can serve: knowledge, writing, advice, arithmetic or social talk, and with
+    ``wide`` six more kinds (``_WIDE_KINDS``). The default keeps the shipped recipe's draws, so its corpus
+    stays reproducible."""
     kind = rng.random()
-    if kind < 0.35:
-        return rng.choice(_QUESTION_FORMS).format(t=rng.choice(_TOPICS))
-    if kind < 0.55:
-        return rng.choice(_WRITING_FORMS).format(t=rng.choice(_TOPICS))
-    if kind < 0.7:
-        return rng.choice(_ADVICE_FORMS).format(a=rng.choice(_ACTIVITIES))
-    if kind < 0.85:
-        return rng.choice(_SOCIAL)
-    return rng.choice(_ARITHMETIC).format(a=rng.randint(2, 99), b=rng.randint(2, 99))
+    kinds = _WIDE_KINDS if wide else _BASIC_KINDS
+    return next(make for limit, make in kinds if kind < limit)(rng)
 
 
 #: verb or phrase -> alternatives with the same meaning in a request

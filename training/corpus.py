@@ -130,14 +130,16 @@ def _case_parts(case: Any) -> tuple[dict[str, Any], Any]:
     return body, expected
 
 
-def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0) -> Iterator[Conversation]:
+def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
+                           wide_small_talk: bool = False) -> Iterator[Conversation]:
     """``n`` single-turn tool-call conversations from the catalogue's training templates.
 
     With ``contrast_share`` > 0, that share of the tool requests also comes as a contrast twin: the same
     request with the needed tool's domain group withheld from the offered tools, answered with a refusal
     (``suites.toolcall.catalog.withhold_tool``). Why: every run calls a tool for nearly every request whose
     tool is not offered; the wording of such a request says "call", and only the tool list says "refuse".
-    In a pair that differs only in the list, the wording cannot predict the answer.
+    In a pair that differs only in the list, the wording cannot predict the answer. ``wide_small_talk``
+    draws generated small talk from more kinds (``training.augment.small_talk``).
     """
     rng = random.Random(seed)
     try:
@@ -154,7 +156,7 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0) -> It
             continue  # no ground truth: nothing to teach
         if source == "toolcall-catalog":
             tags = case[1].get("tags", []) if isinstance(case, tuple) else []
-            body = _diversify(body, expected, tags, rng)
+            body = _diversify(body, expected, tags, rng, wide_small_talk)
             if contrast_share and expected is not None and rng.random() < contrast_share:
                 twin = withhold_tool(body, expected["tool"], rng)
                 if twin is not None:
@@ -190,13 +192,13 @@ def toolcall_groups(n: int, seed: int, size: int) -> Iterator[ConversationGroup]
 
 
 def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list[str],
-               rng: random.Random) -> dict[str, Any]:
+               rng: random.Random, wide_small_talk: bool = False) -> dict[str, Any]:
     """Training-only rewording of the last user turn (see ``training.augment``): small talk drawn from a
     large generated pool instead of the catalogue's twenty requests; tool requests with fresh values (the
     expected arguments change with them: ``expected`` is updated in place) and reworded."""
     text = body["messages"][-1]["content"]
     if "no_tool:chat" in tags and rng.random() < SMALL_TALK_SHARE:
-        text = small_talk(rng)
+        text = small_talk(rng, wide_small_talk)
     elif expected is not None:
         if rng.random() < SCRAMBLE_SHARE:
             schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in body.get("tools") or []}
@@ -261,16 +263,18 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
         made += 1
 
 
-def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1,
-                 contrast_share: float = 0.0) -> list[Conversation | ConversationGroup]:
+def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1, contrast_share: float = 0.0,
+                 wide_small_talk: bool = False) -> list[Conversation | ConversationGroup]:
     """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
     come in groups that share everything but the final request (:func:`toolcall_groups`); with
-    ``contrast_share`` > 0 some tool requests come with a contrast twin (:func:`toolcall_conversations`)."""
-    if group_size > 1 and contrast_share:
-        raise ValueError("contrast twins are made for single requests, not for shared-prefix groups")
+    ``contrast_share`` > 0 some tool requests come with a contrast twin, and with ``wide_small_talk`` the
+    small talk comes from more kinds (:func:`toolcall_conversations`)."""
+    if group_size > 1 and (contrast_share or wide_small_talk):
+        raise ValueError("contrast twins and wide small talk are made for single requests, "
+                         "not for shared-prefix groups")
     calls: Iterator[Conversation | ConversationGroup] = (
         toolcall_groups(n_toolcall, seed, group_size) if group_size > 1
-        else toolcall_conversations(n_toolcall, seed, contrast_share))
+        else toolcall_conversations(n_toolcall, seed, contrast_share, wide_small_talk))
     convs = list(calls) + list(agent_conversations(n_agent, seed + 1))
     random.Random(seed + 2).shuffle(convs)
     return convs

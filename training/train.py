@@ -258,7 +258,8 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0) ->
 
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
-    convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share)
+    convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share,
+                         args.wide_small_talk)
     sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
@@ -291,6 +292,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         key["group_size"] = args.group_size
     if args.contrast_share:
         key["contrast_share"] = args.contrast_share
+    if args.wide_small_talk:
+        key["wide_small_talk"] = True
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -351,6 +354,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
+    ap.add_argument("--wide-small-talk", action="store_true",
+                    help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
     ap.add_argument("--prepared", type=Path, default=None,
                     help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
     ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
@@ -370,6 +375,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.contrast_share and args.group_size > 1:
         ap.error("--contrast-share works on single requests; it cannot be combined with --group-size > 1 "
                  "(pass --contrast-share 0 with groups)")
+    if args.wide_small_talk and args.group_size > 1:
+        ap.error("--wide-small-talk works on single requests; it cannot be combined with --group-size > 1")
 
     t0 = time.time()
     init_seed = args.init_seed
@@ -471,7 +478,8 @@ def main(argv: list[str] | None = None) -> None:
                                                             "group_size": str(args.group_size),
                                                             "init_seed": str(init_seed),
                                                             "decision_weight": str(args.decision_weight),
-                                                            "contrast_share": str(args.contrast_share)})
+                                                            "contrast_share": str(args.contrast_share),
+                                                            "wide_small_talk": str(args.wide_small_talk)})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 

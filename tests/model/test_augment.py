@@ -18,6 +18,32 @@ def test_generated_small_talk_is_varied_and_never_an_evaluation_request() -> Non
     assert not {m.lower() for m in made} & evaluation
 
 
+def test_wide_small_talk_adds_kinds_but_no_near_copy_of_an_evaluation_request() -> None:
+    from tests.suites.test_catalog_train_phrasings import near_duplicate
+
+    basic_rng, wide_rng = random.Random(0), random.Random(0)
+    basic = {small_talk(basic_rng) for _ in range(3000)}
+    wide = {small_talk(wide_rng, wide=True) for _ in range(3000)}
+    assert len(wide - basic) > 500  # new kinds, not the basic pool again
+    close = [(made, ask) for made in wide for ask in NO_TOOL_REQUESTS["eval"] if near_duplicate(made, ask)]
+    assert not close
+
+
+def test_wide_small_talk_is_opt_in_and_keeps_every_case_kind() -> None:
+    from training.augment import _ASK_THINGS, _INVENTIONS, _SOCIAL_TASKS
+
+    plain = list(toolcall_conversations(300, 9))
+    assert [c.text() for c in plain] == [c.text() for c in toolcall_conversations(300, 9, wide_small_talk=False)]
+    wide = list(toolcall_conversations(300, 9, wide_small_talk=True))
+    # the same cases in the same order (the shared random stream moves, so values and names may differ)
+    assert [bool(c.messages[-1].get("tool_calls")) for c in wide] == \
+        [bool(c.messages[-1].get("tool_calls")) for c in plain]
+    new_words = _ASK_THINGS + _INVENTIONS + _SOCIAL_TASKS
+    asks = [c.messages[-2]["content"] for c in wide]
+    assert any(w in a for a in asks for w in new_words)
+    assert not any(w in c.messages[-2]["content"] for c in plain for w in new_words)
+
+
 def test_rewording_keeps_every_argument_value_in_the_request() -> None:
     rng = random.Random(1)
     changed = 0

@@ -142,6 +142,7 @@ def test_decision_weight_weighs_the_first_token_of_each_answer():
 @pytest.mark.parametrize("argv, message", [
     (["--contrast-share", "1.5"], "--contrast-share must be between 0 and 1"),
     (["--contrast-share", "0.3", "--group-size", "4"], "cannot be combined with --group-size"),
+    (["--contrast-share", "0", "--wide-small-talk", "--group-size", "4"], "cannot be combined with --group-size"),
 ])
 def test_bad_contrast_options_stop_with_one_line(argv, message, capsys) -> None:
     from training.train import main
