@@ -379,9 +379,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--wide-small-talk works on single requests; it cannot be combined with --group-size > 1")
 
     t0 = time.time()
-    init_seed = args.init_seed
-    torch.manual_seed(init_seed)
-    random.seed(init_seed)
+    torch.manual_seed(args.init_seed)
+    random.seed(args.init_seed)
     torch.set_num_threads(args.threads)
 
     tok, docs = prepared_data(args) if args.prepared else corpus_data(args, t0)
@@ -396,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
           f"tokens {n_tok} (supervised {n_sup}); mean doc {n_tok / max(1, len(docs)):.0f} ({time.time() - t0:.0f}s)",
           flush=True)
 
-    batches = bucket_batches(docs, args.batch_tokens, pad_id, init_seed)
+    batches = bucket_batches(docs, args.batch_tokens, pad_id, args.init_seed)
     n_rows_tok = sum(b.ids.numel() for b in batches)
     print(f"batched: {len(batches)} batches of <= {args.batch_tokens} tokens (fill {n_tok / n_rows_tok:.1%})",
           flush=True)
@@ -417,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
 
     per_epoch = len(batches)
     total = args.steps or max(1, int(per_epoch * args.epochs))
-    gen = torch.Generator().manual_seed(init_seed)
+    gen = torch.Generator().manual_seed(args.init_seed)
     order = torch.randperm(per_epoch, generator=gen)
     t_train = time.time()
     budget_s = max(60.0, args.time_limit_min * 60 - (t_train - t0) - 60)  # keep a minute for export
@@ -476,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
                                                             "seed": str(args.seed), "final": "true",
                                                             "batch_tokens": str(args.batch_tokens),
                                                             "group_size": str(args.group_size),
-                                                            "init_seed": str(init_seed),
+                                                            "init_seed": str(args.init_seed),
                                                             "decision_weight": str(args.decision_weight),
                                                             "contrast_share": str(args.contrast_share),
                                                             "wide_small_talk": str(args.wide_small_talk)})
