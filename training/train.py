@@ -5,8 +5,10 @@
 Steps: generate the synthetic corpus (training templates/seeds only) -> train the byte-level BPE tokenizer
 -> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
 (``bucket_batches`` says why not packed; with ``--group-size`` K a row holds a shared system prompt and tool
-list followed by K requests and answers, each seeing only the prefix and itself) -> AdamW with warmup +
-cosine decay (or ``--schedule wsd``), fixed seed, 2 threads -> export bf16 safetensors. Progress goes to stdout (run it under ``nohup ... > train.log``).
+list followed by K requests and answers, each seeing only the prefix and itself) -> AdamW (or, with
+``--optimizer muon``, Muon on the decoder matrices: ``training.optim``) with warmup + cosine decay (or
+``--schedule wsd``), fixed seed, 2 threads -> export bf16 safetensors. Progress goes to stdout (run it under
+``nohup ... > train.log``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from training.chat_format import assistant_spans
 from training.corpus import Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
+from training.optim import OPTIMIZERS, build_optimizers
 from training.tokenizer_train import train_tokenizer
 
 
@@ -340,6 +343,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch-tokens", type=int, default=1536, help="tokens per batch (rows x row length)")
     ap.add_argument("--epochs", type=float, default=1.2)
     ap.add_argument("--lr", type=float, default=4e-3)
+    ap.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
+                    help="muon: torch.optim.Muon on the decoder layers' matrices, AdamW on the rest, one learning "
+                         "rate (see training.optim)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit-min", type=float, default=44.0,
@@ -409,10 +415,7 @@ def main(argv: list[str] | None = None) -> None:
     targets_per_batch = [int(b.targets.sum()) for b in batches]
     batches = [b.to(args.device) for b in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    optimizers = build_optimizers(model, args.optimizer, args.lr)
 
     per_epoch = len(batches)
     total = args.steps or max(1, int(per_epoch * args.epochs))
@@ -442,13 +445,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"time budget reached at step {step + 1}/{total}: schedule completed on time", flush=True)
             break
         lr = lr_at(progress, step, args.lr, args.warmup, args.schedule)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        for opt in optimizers:
+            for g in opt.param_groups:
+                g["lr"] = lr
         loss = masked_loss(model, batch, args.decision_weight)
-        opt.zero_grad(set_to_none=True)
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        for opt in optimizers:
+            opt.step()
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0 or step == total - 1:
             el = time.time() - t_train
@@ -478,7 +484,8 @@ def main(argv: list[str] | None = None) -> None:
                                                             "init_seed": str(args.init_seed),
                                                             "decision_weight": str(args.decision_weight),
                                                             "contrast_share": str(args.contrast_share),
-                                                            "wide_small_talk": str(args.wide_small_talk)})
+                                                            "wide_small_talk": str(args.wide_small_talk),
+                                                            "optimizer": args.optimizer})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 

@@ -1,0 +1,101 @@
+"""The optimizers a training run can use, built for one model.
+
+Why a choice at all: within a 45-minute, 2-core budget the checkpoint's quality follows the number of updates
+(see MODEL_CARD.md, "Retrains"), so an optimizer that gets more out of each update is worth more than any kernel.
+Muon (momentum orthogonalised by a Newton-Schulz iteration, ``torch.optim.Muon``) is reported to need fewer steps
+than AdamW for a transformer's hidden matrices. It is defined for 2-D weights that map one hidden space to
+another only, so the embeddings, the LM head and the norm gains stay with AdamW.
+
+Why not ``torch.optim.Muon`` itself: it runs the Newton-Schulz iteration in bfloat16, one matrix at a time, which
+on a CPU without bfloat16 units took 830 ms per step for this model (the whole AdamW step: 6 ms, a training step
+about 200 ms). ``BatchedMuon`` computes the same update (the same momentum, coefficients and step-size rule; the
+tests compare it with ``torch.optim.Muon``) in float32, stacking the matrices of one shape into one batched
+matrix product.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+from torch import nn
+
+OPTIMIZERS = ("adamw", "muon")
+ADAMW_BETAS = (0.9, 0.95)
+WEIGHT_DECAY = 0.05
+
+
+#: torch.optim.Muon's quintic Newton-Schulz coefficients and iteration count
+NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+NS_STEPS = 5
+
+
+def orthogonalize(updates: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """Approximately U V^T for each matrix U S V^T of a stack ``[n, rows, cols]`` (rows <= cols), in float32."""
+    a, b, c = NS_COEFFICIENTS
+    x = updates / updates.norm(dim=(1, 2), keepdim=True).clamp(min=eps)
+    for _ in range(NS_STEPS):
+        gram = x @ x.transpose(1, 2)
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x
+
+
+class BatchedMuon(torch.optim.Optimizer):
+    """Muon with Nesterov momentum and AdamW-matched step sizes (``torch.optim.Muon``'s ``match_rms_adamw``)."""
+
+    def __init__(self, params, lr: float, weight_decay: float, momentum: float = 0.95) -> None:
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay, "momentum": momentum})
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001 - torch's Optimizer signature
+        for group in self.param_groups:
+            lr, momentum = group["lr"], group["momentum"]
+            by_shape: dict[tuple[int, int], list[torch.Tensor]] = defaultdict(list)
+            for p in group["params"]:
+                if p.grad is not None:
+                    by_shape[tuple(p.shape)].append(p)
+            for (rows, cols), params in by_shape.items():
+                updates = []
+                for p in params:
+                    buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p))
+                    buf.lerp_(p.grad, 1 - momentum)
+                    updates.append(p.grad.lerp(buf, momentum))
+                stacked = torch.stack(updates).float()
+                wide = rows > cols
+                ortho = orthogonalize(stacked.transpose(1, 2) if wide else stacked)
+                ortho = ortho.transpose(1, 2) if wide else ortho
+                step_size = lr * 0.2 * max(rows, cols) ** 0.5
+                for p, o in zip(params, ortho):
+                    p.mul_(1 - lr * group["weight_decay"])
+                    p.add_(o.to(p.dtype), alpha=-step_size)
+
+
+def is_hidden_matrix(name: str, param: torch.Tensor) -> bool:
+    """A 2-D weight inside a decoder layer (attention or MLP projection): what Muon is meant for."""
+    return param.dim() == 2 and ".layers." in f".{name}"
+
+
+def build_optimizers(model: nn.Module, kind: str, lr: float) -> list[torch.optim.Optimizer]:
+    """The optimizers that together update every parameter of ``model`` once per step.
+
+    ``adamw``: one AdamW, weight decay on every matrix (the shipped recipe). ``muon``: Muon on the decoder
+    layers' matrices, with its step size scaled to match AdamW's update size (``match_rms_adamw``), so the same
+    learning rate and schedule apply to both; AdamW on the rest. The caller sets ``lr`` on every group of every
+    optimizer at each step.
+    """
+    if kind not in OPTIMIZERS:
+        raise ValueError(f"optimizer {kind!r}: expected one of {', '.join(OPTIMIZERS)}")
+    named = list(model.named_parameters())
+    if kind == "adamw":
+        decay = [p for _, p in named if p.dim() >= 2]
+        no_decay = [p for _, p in named if p.dim() < 2]
+        return [torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=lr, betas=ADAMW_BETAS, eps=1e-8)]
+    hidden = [p for n, p in named if is_hidden_matrix(n, p)]
+    other_decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
+    no_decay = [p for _, p in named if p.dim() < 2]
+    return [BatchedMuon(hidden, lr=lr, weight_decay=WEIGHT_DECAY),
+            torch.optim.AdamW([{"params": other_decay, "weight_decay": WEIGHT_DECAY},
+                               {"params": no_decay, "weight_decay": 0.0}],
+                              lr=lr, betas=ADAMW_BETAS, eps=1e-8)]
