@@ -193,16 +193,19 @@ PACE_CHECKS = (1000, 2000, 4000, 8000)
 @dataclass(frozen=True)
 class RecordedRun:
     """What a finished training run wrote into its checkpoint's metadata: enough to tell whether another
-    run's step count can be compared with it (a step of a different batch size or grouping is not)."""
+    run's step count can be compared with it (a step of a different batch size, grouping or optimizer is not:
+    a Muon step costs more time than an AdamW step and does more)."""
 
     steps: int
     batch_tokens: int
     group_size: int
+    optimizer: str = "adamw"
 
 
 def recorded_run(checkpoint: Path) -> RecordedRun | None:
     """The run recorded in a finished checkpoint (None when unknown). Checkpoints from before the batch
-    size and grouping were recorded used the then only recipe: 1,536-token batches, no groups."""
+    size, grouping and optimizer were recorded used the then only recipe: 1,536-token batches, no groups,
+    AdamW."""
     try:
         with safe_open(str(checkpoint), "pt") as f:
             meta = f.metadata() or {}
@@ -210,7 +213,8 @@ def recorded_run(checkpoint: Path) -> RecordedRun | None:
         return None
     if meta.get("final") != "true" or not str(meta.get("step", "")).isdigit():
         return None
-    return RecordedRun(int(meta["step"]), int(meta.get("batch_tokens", 1536)), int(meta.get("group_size", 1)))
+    return RecordedRun(int(meta["step"]), int(meta.get("batch_tokens", 1536)), int(meta.get("group_size", 1)),
+                       meta.get("optimizer", "adamw"))
 
 
 def projected_steps(step: int, elapsed_s: float, budget_s: float, total: int) -> int:
@@ -428,8 +432,8 @@ def main(argv: list[str] | None = None) -> None:
     seen = 0
     seen_targets = 0  # supervised tokens: what a recipe buys with its time (groups spend fewer tokens on prompts)
     shipped = recorded_run(SHIPPED_CHECKPOINT)
-    comparable = shipped is not None and (shipped.batch_tokens, shipped.group_size) == (args.batch_tokens,
-                                                                                       args.group_size)
+    comparable = shipped is not None and (shipped.batch_tokens, shipped.group_size, shipped.optimizer) == (
+        args.batch_tokens, args.group_size, args.optimizer)
     warned = False
     for step in range(total):
         if step % per_epoch == 0 and step > 0:
@@ -469,7 +473,8 @@ def main(argv: list[str] | None = None) -> None:
                 against = f"shipped run: {shipped.steps}"
             else:
                 against = (f"shipped run: {shipped.steps} steps of {shipped.batch_tokens}-token batches, group size "
-                           f"{shipped.group_size}; not comparable with this recipe's steps, so no pace warning")
+                           f"{shipped.group_size}, {shipped.optimizer}; not comparable with this recipe's steps, "
+                           "so no pace warning")
             print(f"pace: the budget ends the schedule near step {projected} of {total} ({against})", flush=True)
             warning = None if warned or not comparable else pace_warning(projected, shipped.steps)
             if warning:

@@ -29,10 +29,14 @@ def test_recorded_run_read_from_a_finished_checkpoint_only(tmp_path) -> None:
     save_file(tensors, str(finished), metadata={"step": "321", "final": "true"})
     save_file(tensors, str(grouped), metadata={"step": "99", "final": "true", "batch_tokens": "3072",
                                                "group_size": "4"})
+    muon = tmp_path / "m.safetensors"
+    save_file(tensors, str(muon), metadata={"step": "11317", "final": "true", "batch_tokens": "1536",
+                                            "group_size": "1", "optimizer": "muon"})
     save_file(tensors, str(partial), metadata={"step": "200", "final": "false"})
     broken.write_bytes(b"not a checkpoint")
     assert recorded_run(finished) == RecordedRun(321, 1536, 1)  # older runs recorded only their steps
     assert recorded_run(grouped) == RecordedRun(99, 3072, 4)
+    assert recorded_run(muon) == RecordedRun(11317, 1536, 1, "muon")  # a Muon step is not an AdamW step
     assert recorded_run(partial) is None  # an intermediate export says nothing about a whole run
     assert recorded_run(broken) is None
     assert recorded_run(tmp_path / "missing.safetensors") is None
