@@ -85,17 +85,11 @@ def build_optimizers(model: nn.Module, kind: str, lr: float) -> list[torch.optim
     """
     if kind not in OPTIMIZERS:
         raise ValueError(f"optimizer {kind!r}: expected one of {', '.join(OPTIMIZERS)}")
+    muon = kind == "muon"
     named = list(model.named_parameters())
-    if kind == "adamw":
-        decay = [p for _, p in named if p.dim() >= 2]
-        no_decay = [p for _, p in named if p.dim() < 2]
-        return [torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=lr, betas=ADAMW_BETAS, eps=1e-8)]
-    hidden = [p for n, p in named if is_hidden_matrix(n, p)]
-    other_decay = [p for n, p in named if p.dim() >= 2 and not is_hidden_matrix(n, p)]
-    no_decay = [p for _, p in named if p.dim() < 2]
-    return [BatchedMuon(hidden, lr=lr, weight_decay=WEIGHT_DECAY),
-            torch.optim.AdamW([{"params": other_decay, "weight_decay": WEIGHT_DECAY},
-                               {"params": no_decay, "weight_decay": 0.0}],
-                              lr=lr, betas=ADAMW_BETAS, eps=1e-8)]
+    hidden = [p for n, p in named if muon and is_hidden_matrix(n, p)]
+    rest = [p for n, p in named if not (muon and is_hidden_matrix(n, p))]
+    adamw = torch.optim.AdamW([{"params": [p for p in rest if p.dim() >= 2], "weight_decay": WEIGHT_DECAY},
+                               {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}],
+                              lr=lr, betas=ADAMW_BETAS, eps=1e-8)
+    return [BatchedMuon(hidden, lr=lr, weight_decay=WEIGHT_DECAY), adamw] if muon else [adamw]

@@ -348,8 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--epochs", type=float, default=1.2)
     ap.add_argument("--lr", type=float, default=4e-3)
     ap.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw",
-                    help="muon: torch.optim.Muon on the decoder layers' matrices, AdamW on the rest, one learning "
-                         "rate (see training.optim)")
+                    help="muon: Muon (training.optim.BatchedMuon) on the decoder layers' matrices, AdamW on the "
+                         "rest, one learning rate")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit-min", type=float, default=44.0,
