@@ -331,7 +331,20 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
     return tok, docs
 
 
-def main(argv: list[str] | None = None) -> None:
+#: options recorded in the final checkpoint's metadata: together with the corpus seed they say which recipe made
+#: it, and a test checks that ``build_parser()``'s defaults still equal the shipped checkpoint's values
+RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "epochs", "lr", "optimizer", "batch_tokens",
+                  "group_size", "decision_weight", "contrast_share", "wide_small_talk", "time_limit_min", "schedule",
+                  "layers", "hidden")
+
+
+def recipe_metadata(args: argparse.Namespace) -> dict[str, str]:
+    """The recipe options of ``args`` as safetensors metadata (strings)."""
+    return {name: str(getattr(args, name)) for name in RECIPE_OPTIONS}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line; its defaults are the shipped checkpoint's recipe."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("reference_engine/models/verifier-tiny"))
     ap.add_argument("--seed", type=int, default=1234)
@@ -379,6 +392,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--intermediate", type=int, default=384)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.prepare_only and not args.prepared:
         ap.error("--prepare-only needs --prepared DIR")
@@ -485,14 +503,7 @@ def main(argv: list[str] | None = None) -> None:
         if step % 200 == 199:
             export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"})
     out = export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "total_steps": str(total),
-                                                            "seed": str(args.seed), "final": "true",
-                                                            "batch_tokens": str(args.batch_tokens),
-                                                            "group_size": str(args.group_size),
-                                                            "init_seed": str(args.init_seed),
-                                                            "decision_weight": str(args.decision_weight),
-                                                            "contrast_share": str(args.contrast_share),
-                                                            "wide_small_talk": str(args.wide_small_talk),
-                                                            "optimizer": args.optimizer})
+                                                            "final": "true", **recipe_metadata(args)})
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 
