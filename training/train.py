@@ -333,9 +333,9 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 
 #: options recorded in the final checkpoint's metadata: together with the corpus seed they say which recipe made
 #: it, and a test checks that ``build_parser()``'s defaults still equal the shipped checkpoint's values
-RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "epochs", "lr", "optimizer", "batch_tokens",
-                  "group_size", "decision_weight", "contrast_share", "wide_small_talk", "time_limit_min", "schedule",
-                  "layers", "hidden")
+RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
+                  "batch_tokens", "group_size", "decision_weight", "contrast_share", "wide_small_talk",
+                  "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads", "intermediate")
 
 
 def recipe_metadata(args: argparse.Namespace) -> dict[str, str]:
