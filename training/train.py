@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
@@ -335,7 +336,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 #: it, and a test checks that ``build_parser()``'s defaults still equal the shipped checkpoint's values
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
                   "batch_tokens", "group_size", "decision_weight", "contrast_share", "wide_small_talk",
-                  "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads", "intermediate")
+                  "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads", "intermediate",
+                  "ema_decay")
 
 
 def recipe_metadata(args: argparse.Namespace) -> dict[str, str]:
@@ -381,6 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "refusal for answer (so only the tool list tells calling from refusing)")
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
+    ap.add_argument("--ema-decay", type=float, default=0.0,
+                    help="export an exponential moving average of the weights with this decay per step instead of "
+                         "the last step's weights (0: off); 0.999 averages over roughly the last thousand steps")
+    ap.add_argument("--raw-out", type=Path, default=None,
+                    help="with --ema-decay, also write the last step's own weights here, to compare the two")
     ap.add_argument("--prepared", type=Path, default=None,
                     help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
     ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
@@ -440,6 +447,10 @@ def main(argv: list[str] | None = None) -> None:
     batches = [b.to(args.device) for b in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
     optimizers = build_optimizers(model, args.optimizer, args.lr)
+    # the average lives beside the model and is what gets exported: late in the run the steps still move the
+    # weights back and forth across the decision between a call and a refusal, and an average of the last
+    # thousand or so steps sits nearer the middle than whichever step the clock stopped at
+    averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay)) if args.ema_decay else None
 
     per_epoch = len(batches)
     total = args.steps or max(1, int(per_epoch * args.epochs))
@@ -479,6 +490,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         for opt in optimizers:
             opt.step()
+        if averaged is not None:
+            averaged.update_parameters(model)
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0 or step == total - 1:
             el = time.time() - t_train
@@ -502,8 +515,10 @@ def main(argv: list[str] | None = None) -> None:
                 warned = True
         if step % 200 == 199:
             export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"})
-    out = export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "total_steps": str(total),
-                                                            "final": "true", **recipe_metadata(args)})
+    final = {"step": str(step + 1), "total_steps": str(total), "final": "true", **recipe_metadata(args)}
+    if averaged is not None and args.raw_out:
+        export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"})
+    out = export_checkpoint(averaged.module if averaged is not None else model, tok, args.out, metadata=final)
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 

@@ -1,0 +1,39 @@
+"""``training.train --ema-decay``: the exported checkpoint must be the running average of the weights, updated
+after every step, and ``--raw-out`` the last step's own weights. A tiny run on the stand-in catalogue, a few
+seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from training.train import main
+
+TINY = ["--n-toolcall", "120", "--n-agent", "12", "--steps", "4", "--hidden", "32", "--intermediate", "64",
+        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--batch-tokens", "512", "--allow-standin"]
+
+
+def _weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        return {k: f.get_tensor(k).float() for k in f.keys()}, f.metadata()
+
+
+def _train(tmp_path: Path, decay: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, str]]:
+    out, raw = tmp_path / f"ema{decay}", tmp_path / f"raw{decay}"
+    main(TINY + ["--out", str(out), "--raw-out", str(raw), "--ema-decay", decay])
+    averaged, meta = _weights(out)
+    last, _ = _weights(raw)
+    return averaged, last, meta
+
+
+@pytest.mark.parametrize("decay, same", [("1e-9", True), ("0.9", False)])
+def test_exported_weights_are_the_running_average(tmp_path: Path, decay: str, same: bool) -> None:
+    averaged, last, meta = _train(tmp_path, decay)
+    assert float(meta["ema_decay"]) == float(decay) and meta["final"] == "true"
+    # a decay of ~0 makes the average the last step's weights, which holds only if it was updated every step
+    # (never updated, it would still be the initial weights); 0.9 keeps most of the earlier steps
+    differs = [k for k in last if not torch.equal(averaged[k], last[k])]
+    assert (not differs) if same else len(differs) > len(last) // 2
