@@ -28,7 +28,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
-from training.chat_format import assistant_spans
+from training.chat_format import TOOL_CALL_OPEN, assistant_spans
 from training.corpus import Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
@@ -239,13 +239,18 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
             f"for the result to be compared with the shipped checkpoint (see MODEL_CARD.md, Retraining)")
 
 
-def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0) -> torch.Tensor:
+def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
+                text_decision_weight: float | None = None, call_token_id: int | None = None) -> torch.Tensor:
     """Next-token loss where the *target* is an assistant token.
 
     ``decision_weight`` weighs the first token of each assistant turn, the one that decides between a tool
     call and a text answer, that many times an ordinary target (a weighted mean). Why: that one token is
     all that refusing a request for a tool that is not offered takes, and among some forty targets per
     answer its gradient is small; every run so far calls a tool for almost all such requests.
+    ``text_decision_weight`` (with ``call_token_id``, the id of ``<tool_call>``) gives a first token that starts a
+    text answer instead its own weight: above ``decision_weight`` it moves the model's doubtful decisions towards
+    answering in text. Why: an unwanted call almost always fails the schema check (it names a tool that is not
+    offered), a missed call does not, and every run so far makes more unwanted calls than missed ones.
     In a shared-prefix row the token after a continuation's last one is the next continuation's
     ``<|im_start|>``, never a target, so no loss crosses from one continuation into another.
     """
@@ -256,11 +261,19 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0) ->
         hidden = model(ids[:, :-1], positions=batch.positions[:, :-1],
                        attn_mask=tree_mask(batch.segments[:, :-1]), hidden_only=True)
     keep = batch.targets[:, 1:]
-    if decision_weight == 1.0:
+    if text_decision_weight is None:
+        text_decision_weight = decision_weight
+    if decision_weight == 1.0 and text_decision_weight == 1.0:
         return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
     losses = F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep], reduction="none")
     first = (batch.targets[:, 1:] & ~batch.targets[:, :-1])[keep]  # a target whose predecessor is not one
-    weights = 1.0 + (decision_weight - 1.0) * first.to(losses.dtype)
+    targets = ids[:, 1:][keep]
+    first_weight = torch.full_like(losses, decision_weight)
+    if text_decision_weight != decision_weight:
+        if call_token_id is None:
+            raise ValueError("text_decision_weight needs call_token_id")
+        first_weight = torch.where(targets == call_token_id, first_weight, torch.full_like(losses, text_decision_weight))
+    weights = torch.where(first, first_weight, torch.ones_like(losses))
     return (losses * weights).sum() / weights.sum()
 
 
@@ -335,7 +348,7 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 #: options recorded in the final checkpoint's metadata: together with the corpus seed they say which recipe made
 #: it, and a test checks that ``build_parser()``'s defaults still equal the shipped checkpoint's values
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
-                  "batch_tokens", "group_size", "decision_weight", "contrast_share", "wide_small_talk",
+                  "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share", "wide_small_talk",
                   "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads", "intermediate",
                   "ema_decay")
 
@@ -378,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
     ap.add_argument("--decision-weight", type=float, default=5.0,
                     help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest")
+    ap.add_argument("--text-decision-weight", type=float, default=None,
+                    help="loss weight of an assistant turn's first token when it starts a text answer rather than "
+                         "<tool_call> (default: --decision-weight); higher leans doubtful decisions to refusing")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
@@ -424,6 +440,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.prepare_only:
         return
     pad_id = tok.token_to_id("<|endoftext|>")
+    call_token_id = tok.token_to_id(TOOL_CALL_OPEN)
     too_long = sum(len(d.ids) > args.block for d in docs)
     docs = [d for d in docs if len(d.ids) <= args.block]
     n_tok = sum(len(d.ids) for d in docs)
@@ -483,7 +500,7 @@ def main(argv: list[str] | None = None) -> None:
         for opt in optimizers:
             for g in opt.param_groups:
                 g["lr"] = lr
-        loss = masked_loss(model, batch, args.decision_weight)
+        loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id)
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
         loss.backward()

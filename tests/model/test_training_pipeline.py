@@ -138,6 +138,28 @@ def test_decision_weight_weighs_the_first_token_of_each_answer():
     expected = (per_token[[t - 1 for t in targets]] * weights).sum() / weights.sum()
     torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
 
+def test_text_decision_weight_weighs_only_answers_that_start_in_text():
+    """With ``text_decision_weight`` an answer whose first token is not ``<tool_call>`` gets that weight instead."""
+    m = _one_layer_model()
+    call = 7
+    ids = torch.randint(10, 64, (1, 12))
+    ids[0, 3] = call       # the first answer is a tool call
+    tmask = torch.zeros(1, 12, dtype=torch.bool)
+    tmask[0, 3:6] = True
+    tmask[0, 8:11] = True  # the second starts in text (ids >= 10)
+    batch = Batch(ids, tmask)
+    with torch.no_grad():
+        per_token = torch.nn.functional.cross_entropy(m(ids)[0][:-1], ids[0, 1:], reduction="none")
+        weighted = masked_loss(m, batch, decision_weight=5.0, text_decision_weight=10.0, call_token_id=call)
+        same = masked_loss(m, batch, decision_weight=5.0, text_decision_weight=5.0, call_token_id=call)
+        torch.testing.assert_close(same, masked_loss(m, batch, decision_weight=5.0))
+    weights = torch.tensor([5.0, 1, 1, 10, 1, 1])
+    expected = (per_token[[t - 1 for t in [3, 4, 5, 8, 9, 10]]] * weights).sum() / weights.sum()
+    torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="call_token_id"):
+        masked_loss(m, batch, decision_weight=5.0, text_decision_weight=10.0)
+
+
 
 @pytest.mark.parametrize("argv, message", [
     (["--contrast-share", "1.5"], "--contrast-share must be between 0 and 1"),
