@@ -390,18 +390,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "cost (see training/sweep.py)")
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
     ap.add_argument("--decision-weight", type=float, default=5.0,
-                    help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest")
-    ap.add_argument("--text-decision-weight", type=float, default=None,
+                    help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest; "
+                         "with --text-decision-weight, the weight of a first token that opens a tool call")
+    ap.add_argument("--text-decision-weight", type=float, default=10.0,
                     help="loss weight of an assistant turn's first token when it starts a text answer rather than "
-                         "<tool_call> (default: --decision-weight); higher leans doubtful decisions to refusing")
+                         "<tool_call> (default 10, v7's: twice --decision-weight, which leans doubtful decisions to "
+                         "refusing; pass the --decision-weight value for v6's recipe)")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
-    ap.add_argument("--ema-decay", type=float, default=0.0,
+    ap.add_argument("--ema-decay", type=float, default=0.999,
                     help="export an exponential moving average of the weights with this decay per step instead of "
-                         "the last step's weights (0: off); 0.999 averages over roughly the last thousand steps")
+                         "the last step's weights (default 0.999, v7's: roughly the last thousand steps; 0: off, "
+                         "v6's recipe)")
     ap.add_argument("--raw-out", type=Path, default=None,
                     help="with --ema-decay, also write the last step's own weights here, to compare the two")
     ap.add_argument("--prepared", type=Path, default=None,
