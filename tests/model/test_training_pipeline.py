@@ -165,6 +165,8 @@ def test_text_decision_weight_weighs_only_answers_that_start_in_text():
     (["--contrast-share", "1.5"], "--contrast-share must be between 0 and 1"),
     (["--contrast-share", "0.3", "--group-size", "4"], "cannot be combined with --group-size"),
     (["--contrast-share", "0", "--wide-small-talk", "--group-size", "4"], "cannot be combined with --group-size"),
+    (["--ema-decay", "1.0"], "--ema-decay must be in [0, 1)"),
+    (["--ema-decay", "0", "--raw-out", "raw"], "it needs --ema-decay above 0"),
 ])
 def test_bad_contrast_options_stop_with_one_line(argv, message, capsys) -> None:
     from training.train import main
