@@ -262,19 +262,20 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
         hidden = model(ids[:, :-1], positions=batch.positions[:, :-1],
                        attn_mask=tree_mask(batch.segments[:, :-1]), hidden_only=True)
     keep = batch.targets[:, 1:]
+    targets = ids[:, 1:][keep]
+    logits = model.lm_head(hidden[keep])
     if text_decision_weight is None:
         text_decision_weight = decision_weight
     if decision_weight == 1.0 and text_decision_weight == 1.0:
-        return F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep])
-    losses = F.cross_entropy(model.lm_head(hidden[keep]), ids[:, 1:][keep], reduction="none")
+        return F.cross_entropy(logits, targets)
+    losses = F.cross_entropy(logits, targets, reduction="none")
     first = (batch.targets[:, 1:] & ~batch.targets[:, :-1])[keep]  # a target whose predecessor is not one
-    targets = ids[:, 1:][keep]
-    first_weight = torch.full_like(losses, decision_weight)
+    first_weight: torch.Tensor | float = decision_weight
     if text_decision_weight != decision_weight:
         if call_token_id is None:
             raise ValueError("text_decision_weight needs call_token_id")
-        first_weight = torch.where(targets == call_token_id, first_weight, torch.full_like(losses, text_decision_weight))
-    weights = torch.where(first, first_weight, torch.ones_like(losses))
+        first_weight = torch.where(targets == call_token_id, decision_weight, text_decision_weight).to(losses.dtype)
+    weights = torch.where(first, first_weight, 1.0)
     return (losses * weights).sum() / weights.sum()
 
 

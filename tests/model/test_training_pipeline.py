@@ -138,6 +138,7 @@ def test_decision_weight_weighs_the_first_token_of_each_answer():
     expected = (per_token[[t - 1 for t in targets]] * weights).sum() / weights.sum()
     torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
 
+
 def test_text_decision_weight_weighs_only_answers_that_start_in_text():
     """With ``text_decision_weight`` an answer whose first token is not ``<tool_call>`` gets that weight instead."""
     m = _one_layer_model()
@@ -160,7 +161,6 @@ def test_text_decision_weight_weighs_only_answers_that_start_in_text():
         masked_loss(m, batch, decision_weight=5.0, text_decision_weight=10.0)
 
 
-
 @pytest.mark.parametrize("argv, message", [
     (["--contrast-share", "1.5"], "--contrast-share must be between 0 and 1"),
     (["--contrast-share", "0.3", "--group-size", "4"], "cannot be combined with --group-size"),
@@ -168,7 +168,7 @@ def test_text_decision_weight_weighs_only_answers_that_start_in_text():
     (["--ema-decay", "1.0"], "--ema-decay must be in [0, 1)"),
     (["--ema-decay", "0", "--raw-out", "raw"], "it needs --ema-decay above 0"),
 ])
-def test_bad_contrast_options_stop_with_one_line(argv, message, capsys) -> None:
+def test_bad_options_stop_with_one_line(argv, message, capsys) -> None:
     from training.train import main
 
     with pytest.raises(SystemExit):
