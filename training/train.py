@@ -355,6 +355,18 @@ RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs
                   "intermediate", "ema_decay")
 
 
+def parse_also_ema(spec: str) -> tuple[float, Path]:
+    """``DECAY=DIR`` of ``--also-ema`` as (decay, folder); ValueError naming the option if malformed."""
+    decay_text, sep, out_dir = spec.partition("=")
+    try:
+        decay = float(decay_text)
+    except ValueError:
+        decay = -1.0
+    if not sep or not out_dir or not 0.0 < decay < 1.0:
+        raise ValueError(f"--also-ema wants DECAY=DIR with DECAY in (0, 1), not {spec!r}")
+    return decay, Path(out_dir)
+
+
 def recipe_metadata(args: argparse.Namespace) -> dict[str, str]:
     """The recipe options of ``args`` as safetensors metadata (strings)."""
     return {name: str(getattr(args, name)) for name in RECIPE_OPTIONS}
@@ -409,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "v6's recipe)")
     ap.add_argument("--raw-out", type=Path, default=None,
                     help="with --ema-decay, also write the last step's own weights here, to compare the two")
+    ap.add_argument("--also-ema", action="append", default=[], metavar="DECAY=DIR",
+                    help="also keep an average with this decay and write it to DIR (repeatable): one run then "
+                         "gives several exports, to choose among on validation cases (training.select)")
     ap.add_argument("--prepared", type=Path, default=None,
                     help="directory caching the encoded corpus across runs (made on first use; for sweeps)")
     ap.add_argument("--prepare-only", action="store_true", help="fill --prepared and stop")
@@ -437,6 +452,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--ema-decay must be in [0, 1), not {args.ema_decay}")
     if args.raw_out and not args.ema_decay:
         ap.error("--raw-out writes the last step's weights beside the average; it needs --ema-decay above 0")
+    try:
+        args.also_ema = [parse_also_ema(spec) for spec in args.also_ema]
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.wide_small_talk and args.group_size > 1:
         ap.error("--wide-small-talk works on single requests; it cannot be combined with --group-size > 1")
 
@@ -477,6 +496,8 @@ def main(argv: list[str] | None = None) -> None:
     # weights, and which step the clock stops at is luck; measured on v7's run, the average of the last thousand or
     # so steps named tools and copied values better than the last step (MODEL_CARD.md, fifth session)
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay)) if args.ema_decay else None
+    also = [(decay, out_dir, AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay)))
+            for decay, out_dir in args.also_ema]
 
     per_epoch = len(batches)
     total = args.steps or max(1, int(per_epoch * args.epochs))
@@ -518,6 +539,8 @@ def main(argv: list[str] | None = None) -> None:
             opt.step()
         if averaged is not None:
             averaged.update_parameters(model)
+        for _, _, extra in also:
+            extra.update_parameters(model)
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0 or step == total - 1:
             el = time.time() - t_train
@@ -544,6 +567,8 @@ def main(argv: list[str] | None = None) -> None:
     final = {"step": str(step + 1), "total_steps": str(total), "final": "true", **recipe_metadata(args)}
     if averaged is not None and args.raw_out:
         export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"})
+    for decay, out_dir, extra in also:
+        export_checkpoint(extra.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)})
     out = export_checkpoint(averaged.module if averaged is not None else model, tok, args.out, metadata=final)
     print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
