@@ -288,6 +288,23 @@ _VERB_ALTERNATIVES: dict[str, tuple[str, ...]] = {
 }
 _SUFFIXES_FOR_NAMES = ("_v2", "_tool", "_api", "_fn")
 
+#: words for arbitrary tool names: none is a verb or noun of the catalogue's tool names, so a name made of them says
+#: nothing about what the tool does and a pair of them cannot be learnt as one tool's alias
+_NAME_WORDS = ("amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+               "kestrel", "lagoon", "maple", "nimbus", "onyx", "pebble", "quartz", "raven", "sierra", "tundra",
+               "umber", "velvet", "willow", "yarrow", "zephyr", "alder", "bramble", "cobalt", "dune", "falcon",
+               "glacier", "heron", "iris", "jasper", "krill", "lotus", "marble", "nectar", "orchid", "prism",
+               "quill", "ripple", "saffron", "thistle", "violet", "walnut", "yonder", "zinnia")
+
+#: how ``tool_renaming`` makes a new name: ``variants`` (v7 and earlier) a plausible alias of the old name,
+#: ``arbitrary`` two unrelated words drawn afresh for every case
+RENAME_STYLES = ("variants", "arbitrary")
+
+
+def arbitrary_tool_name(rng: random.Random) -> str:
+    """Two or three words of ``_NAME_WORDS``: about 110,000 names, drawn with no regard to the tool."""
+    return "_".join(rng.choice(_NAME_WORDS) for _ in range(rng.choice((2, 2, 3))))
+
 
 def tool_name_variant(name: str, rng: random.Random) -> str:
     """Another plausible name for the same tool: a synonym verb, the verb dropped, or a version suffix."""
@@ -301,7 +318,7 @@ def tool_name_variant(name: str, rng: random.Random) -> str:
 
 
 def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
-                 rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                 rng: random.Random, style: str = "variants") -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The same case with every offered tool renamed (in the tool list, in earlier tool calls and in the
     expected call).
 
@@ -309,17 +326,25 @@ def rename_tools(body: dict[str, Any], expected: dict[str, Any] | None,
     read the offered list, so it names tools that are not offered. Renamed tools can only be named by
     copying from the list.
     """
-    return apply_renaming(body, expected, tool_renaming(body, rng))
+    return apply_renaming(body, expected, tool_renaming(body, rng, style))
 
 
-def tool_renaming(body: dict[str, Any], rng: random.Random) -> dict[str, str]:
+def tool_renaming(body: dict[str, Any], rng: random.Random, style: str = "variants") -> dict[str, str]:
     """A new name for each tool ``body`` offers (old -> new, all distinct); see :func:`rename_tools`.
-    Drawn once per tool list, so cases that share the list (a training group) share the names too."""
+    Drawn once per tool list, so cases that share the list (a training group) share the names too.
+
+    Why ``arbitrary``: with ``variants`` each tool has a handful of aliases (``lookup_forecast``,
+    ``get_forecast_v2``), and a model trained long enough learns them as more names of the tool and writes one
+    from memory where only the original is offered (v7's recipe at 19,400 steps: 11 of its 20 wrong tool names
+    on validation cases were such aliases). An arbitrary name can only be copied from the list, after the tool
+    was chosen by its description."""
+    if style not in RENAME_STYLES:
+        raise ValueError(f"rename style must be one of {RENAME_STYLES}, not {style!r}")
     mapping: dict[str, str] = {}
     for t in body.get("tools") or []:
         old = t["function"]["name"]
         for _ in range(4):
-            new = tool_name_variant(old, rng)
+            new = arbitrary_tool_name(rng) if style == "arbitrary" else tool_name_variant(old, rng)
             if new not in mapping.values() and new != old:
                 mapping[old] = new
                 break

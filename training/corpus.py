@@ -131,7 +131,7 @@ def _case_parts(case: Any) -> tuple[dict[str, Any], Any]:
 
 
 def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
-                           wide_small_talk: bool = False) -> Iterator[Conversation]:
+                           wide_small_talk: bool = False, rename_style: str = "variants") -> Iterator[Conversation]:
     """``n`` single-turn tool-call conversations from the catalogue's training templates.
 
     With ``contrast_share`` > 0, that share of the tool requests also comes as a contrast twin: the same
@@ -139,7 +139,8 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
     (``suites.toolcall.catalog.withhold_tool``). Why: every run calls a tool for nearly every request whose
     tool is not offered; the wording of such a request says "call", and only the tool list says "refuse".
     In a pair that differs only in the list, the wording cannot predict the answer. ``wide_small_talk``
-    draws generated small talk from more kinds (``training.augment.small_talk``).
+    draws generated small talk from more kinds (``training.augment.small_talk``). ``rename_style`` says how
+    renamed tools are named (``training.augment.tool_renaming``).
     """
     rng = random.Random(seed)
     try:
@@ -160,19 +161,19 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
             if contrast_share and expected is not None and rng.random() < contrast_share:
                 twin = withhold_tool(body, expected["tool"], rng)
                 if twin is not None:
-                    twin, _ = _renamed_sometimes(twin, None, rng)
+                    twin, _ = _renamed_sometimes(twin, None, rng, rename_style)
                     yield _body_to_conversation(twin, None, rng, "toolcall-contrast")
-            body, expected = _renamed_sometimes(body, expected, rng)
+            body, expected = _renamed_sometimes(body, expected, rng, rename_style)
         yield _body_to_conversation(body, expected, rng, source)
 
 
-def _renamed_sometimes(body: dict[str, Any], expected: dict[str, Any] | None,
-                       rng: random.Random) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _renamed_sometimes(body: dict[str, Any], expected: dict[str, Any] | None, rng: random.Random,
+                       style: str = "variants") -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``RENAME_SHARE`` of the time, the case with its offered tools renamed (``training.augment.rename_tools``)."""
-    return rename_tools(body, expected, rng) if rng.random() < RENAME_SHARE else (body, expected)
+    return rename_tools(body, expected, rng, style) if rng.random() < RENAME_SHARE else (body, expected)
 
 
-def toolcall_groups(n: int, seed: int, size: int) -> Iterator[ConversationGroup]:
+def toolcall_groups(n: int, seed: int, size: int, rename_style: str = "variants") -> Iterator[ConversationGroup]:
     """About ``n`` tool-call conversations in groups of ``size`` that share system prompt, tools and
     history (``suites.toolcall.catalog.generate_case_groups``), each member diversified as in
     :func:`toolcall_conversations`; a renamed group renames its tools the same way for every member."""
@@ -180,7 +181,7 @@ def toolcall_groups(n: int, seed: int, size: int) -> Iterator[ConversationGroup]
 
     rng = random.Random(seed)
     for group in generate_case_groups(seed, -(-n // size), size, "train", no_tool_share=NO_TOOL_SHARE):
-        mapping = tool_renaming(group[0][0], rng) if rng.random() < RENAME_SHARE else {}
+        mapping = tool_renaming(group[0][0], rng, rename_style) if rng.random() < RENAME_SHARE else {}
         members = []
         for body, meta in group:
             expected = meta["expected"]
@@ -264,7 +265,7 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
 
 
 def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1, contrast_share: float = 0.0,
-                 wide_small_talk: bool = False) -> list[Conversation | ConversationGroup]:
+                 wide_small_talk: bool = False, rename_style: str = "variants") -> list[Conversation | ConversationGroup]:
     """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
     come in groups that share everything but the final request (:func:`toolcall_groups`); with
     ``contrast_share`` > 0 some tool requests come with a contrast twin, and with ``wide_small_talk`` the
@@ -273,8 +274,8 @@ def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1, 
         raise ValueError("contrast twins and wide small talk are made for single requests, "
                          "not for shared-prefix groups")
     calls: Iterator[Conversation | ConversationGroup] = (
-        toolcall_groups(n_toolcall, seed, group_size) if group_size > 1
-        else toolcall_conversations(n_toolcall, seed, contrast_share, wide_small_talk))
+        toolcall_groups(n_toolcall, seed, group_size, rename_style) if group_size > 1
+        else toolcall_conversations(n_toolcall, seed, contrast_share, wide_small_talk, rename_style))
     convs = list(calls) + list(agent_conversations(n_agent, seed + 1))
     random.Random(seed + 2).shuffle(convs)
     return convs

@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
 from training.chat_format import TOOL_CALL_OPEN, assistant_spans
+from training.augment import RENAME_STYLES
 from training.corpus import Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
@@ -282,7 +283,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
     convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share,
-                         args.wide_small_talk)
+                         args.wide_small_talk, args.rename_style)
     sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
@@ -352,7 +353,7 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
-                  "intermediate", "ema_decay")
+                  "intermediate", "ema_decay", "rename_style")
 
 
 def parse_also_ema(spec: str) -> tuple[float, Path]:
@@ -415,6 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "refusal for answer (so only the tool list tells calling from refusing)")
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
+    ap.add_argument("--rename-style", choices=RENAME_STYLES, default="variants",
+                    help="how the 40 %% of tool lists that are renamed get their names: variants (v7's: plausible "
+                         "aliases such as lookup_forecast, which a long run learns as names of the tool) or "
+                         "arbitrary (unrelated words drawn per case, so a name can only be copied from the list)")
     ap.add_argument("--ema-decay", type=float, default=0.999,
                     help="export an exponential moving average of the weights with this decay per step instead of "
                          "the last step's weights (default 0.999, v7's: roughly the last thousand steps; 0: off, "

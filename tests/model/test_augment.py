@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from suites.toolcall.catalog import NO_TOOL_REQUESTS, WRAPPERS, generate_cases
 from training.augment import perturb_request, small_talk
 from training.corpus import toolcall_conversations
@@ -102,13 +104,14 @@ def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
     assert done > 150
 
 
-def test_renamed_tools_stay_consistent_between_list_history_and_answer() -> None:
+@pytest.mark.parametrize("style", ["variants", "arbitrary"])
+def test_renamed_tools_stay_consistent_between_list_history_and_answer(style: str) -> None:
     from training.augment import rename_tools
 
     rng = random.Random(2)
     renamed = 0
     for body, meta in generate_cases(9, 200, template_set="train", followup_share=0.5):
-        new_body, new_exp = rename_tools(body, meta["expected"], rng)
+        new_body, new_exp = rename_tools(body, meta["expected"], rng, style)
         offered = [t["function"]["name"] for t in new_body["tools"]]
         old = [t["function"]["name"] for t in body["tools"]]
         assert len(set(offered)) == len(offered) and len(offered) == len(old)
@@ -120,6 +123,27 @@ def test_renamed_tools_stay_consistent_between_list_history_and_answer() -> None
                 earlier = c["function"]["name"]
                 assert earlier in offered or earlier not in old  # an earlier call of an offered tool is renamed too
     assert renamed > 150
+
+
+def test_arbitrary_names_say_nothing_about_the_tool() -> None:
+    """With ``arbitrary`` renaming no name word comes from the old name, and one tool gets so many different
+    names that none can be learnt as its alias (``variants`` gives each tool a handful)."""
+    from training.augment import tool_renaming
+
+    names: dict[str, dict[str, set[str]]] = {"variants": {}, "arbitrary": {}}
+    for style, per_tool in names.items():
+        rng = random.Random(5)
+        for body, _ in generate_cases(9, 300, template_set="train"):
+            for old, new in tool_renaming(body, rng, style).items():
+                per_tool.setdefault(old, set()).add(new)
+                if style == "arbitrary":
+                    assert not set(new.split("_")) & set(old.split("_")), (old, new)
+    tools = sorted(set(names["variants"]) & set(names["arbitrary"]))
+    assert len(tools) > 20
+    aliases = {style: sum(len(names[style][t]) for t in tools) / len(tools) for style in names}
+    assert aliases["variants"] < 8 and aliases["arbitrary"] > 2 * aliases["variants"], aliases
+    with pytest.raises(ValueError, match="rename style"):
+        tool_renaming({"tools": []}, random.Random(0), "aliases")
 
 
 def test_withheld_tool_leaves_no_offered_tool_of_its_group() -> None:
