@@ -335,9 +335,9 @@ def tool_renaming(body: dict[str, Any], rng: random.Random, style: str = "varian
 
     Why ``arbitrary``: with ``variants`` each tool has a handful of aliases (``lookup_forecast``,
     ``get_forecast_v2``), and a model trained long enough learns them as more names of the tool and writes one
-    from memory where only the original is offered (v7's recipe at 19,400 steps: 11 of its 20 wrong tool names
-    on validation cases were such aliases). An arbitrary name can only be copied from the list, after the tool
-    was chosen by its description."""
+    from memory where only the original is offered (v7's recipe with 4 KV heads at 19,400 steps: 10 of its 20
+    wrong tool names on validation cases were such aliases). An arbitrary name can only be copied from the
+    list, after the tool was chosen by its description."""
     if style not in RENAME_STYLES:
         raise ValueError(f"rename style must be one of {RENAME_STYLES}, not {style!r}")
     mapping: dict[str, str] = {}

@@ -97,9 +97,21 @@ def score(candidate: Candidate, cases: list[Any], scenarios: list[Any]) -> Valid
         case_accuracy=tc["case_accuracy"]["value"] or 0.0, n_cases=len(cases), outcomes=failure_breakdown(results, cases))
 
 
+def load_scores(path: Path, cases: str, seeds: list[int], horizon: int) -> list[ValidationScore]:
+    """The scores of an earlier run of this script, if it validated on the same cases and tasks."""
+    data = json.loads(path.read_text())
+    if (data["cases"], data["agent_seeds"], data["horizon"]) != (cases, seeds, horizon):
+        raise ValueError(f"scored on cases {data['cases']}, agent seeds {data['agent_seeds']}, horizon "
+                         f"{data['horizon']}; this ranking uses {cases}, {seeds}, {horizon}")
+    return [ValidationScore(**s) for s in data["scores"]]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("candidates", nargs="+", help="shipped, DIR or NAME=DIR")
+    ap.add_argument("candidates", nargs="*", help="shipped, DIR or NAME=DIR")
+    ap.add_argument("--include", type=Path, action="append", default=[],
+                    help="an earlier --out of this script: its candidates join the ranking without being re-scored "
+                         "(it must have used the same cases, agent seeds and horizon)")
     ap.add_argument("--cases", default="300:900", help="toolcall-core validation cases START:STOP")
     ap.add_argument("--agent-seeds", default="5,6,7,8,9")
     ap.add_argument("--agent-horizon", type=int, default=10)
@@ -113,11 +125,18 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(str(exc))
     if window.start < 300 or min(seeds) < 5:
         ap.error("validation must not touch the reported cases (toolcall-core 0-300, agent seeds 0-4)")
+    scores: list[ValidationScore] = []
+    for path in args.include:
+        try:
+            scores += load_scores(path, args.cases, seeds, args.agent_horizon)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ap.error(f"--include {path}: {exc}")
+    if not candidates and not scores:
+        ap.error("nothing to rank: name candidates or --include earlier scores")
     cases = load_jsonl(CORE_SUITE, name="toolcall-core").cases[window]
     from suites.agent.scenarios import ENVIRONMENTS, scenario
     scenarios = [scenario(env, args.agent_horizon, seed) for env in ENVIRONMENTS for seed in seeds]
 
-    scores: list[ValidationScore] = []
     for cand in candidates:
         s = score(cand, cases, scenarios)
         scores.append(s)

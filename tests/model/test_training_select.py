@@ -54,3 +54,18 @@ def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
     assert result["chosen"] == "shipped" and only["n_cases"] == 30 and only["agent_tasks"] == 4
     assert sum(sum(kind.values()) for kind in only["outcomes"].values()) == 30
     assert 0.0 < only["trigger_f1"] <= 1.0 and only["schema_calls"] > 0
+
+
+def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dataclasses import asdict
+
+    earlier = tmp_path / "earlier.json"
+    scores = [_score("weak", 0.90, 0.90, 0.80, 0.60), _score("strong", 0.96, 0.97, 0.90, 0.50)]
+    earlier.write_text(json.dumps({"cases": "300:900", "agent_seeds": [5, 6, 7, 8, 9], "horizon": 10,
+                                   "scores": [asdict(s) for s in scores]}))
+    out = tmp_path / "ranked.json"
+    main(["--include", str(earlier), "--out", str(out)])
+    assert json.loads(out.read_text())["chosen"] == "strong"
+    with pytest.raises(SystemExit):
+        main(["--include", str(earlier), "--cases", "300:600"])
+    assert "scored on cases 300:900" in capsys.readouterr().err
