@@ -417,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
     ap.add_argument("--rename-style", choices=RENAME_STYLES, default="variants",
-                    help="how the 40 %% of tool lists that are renamed get their names: variants (v7's: plausible "
+                    help="how the 40 %% of tool lists that are renamed get their names: variants (v7's and v8's: plausible "
                          "aliases such as lookup_forecast, which a long run learns as names of the tool) or "
                          "arbitrary (unrelated words drawn per case, so a name can only be copied from the list)")
     ap.add_argument("--ema-decay", type=float, default=0.999,

@@ -48,7 +48,7 @@ def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
     """End to end on a few validation cases and one short agent task per environment, through the real
     HTTP server: the figures must come from the model's answers, and the chosen name must be a candidate."""
     out = tmp_path / "select.json"
-    main(["shipped", "--cases", "300:330", "--agent-seeds", "5", "--agent-horizon", "4", "--out", str(out)])
+    main(["shipped", "--cases", "300:330", "--agent-seeds", "5", "--agent-horizon", "6", "--out", str(out)])
     result = json.loads(out.read_text())
     (only,) = result["scores"]
     assert result["chosen"] == "shipped" and only["n_cases"] == 30 and only["agent_tasks"] == 4
