@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine.launch import start_server
-from training.evaluate import CORE_SUITE, MODEL_ID, failure_breakdown, run_agent, run_toolcall, toolcall_metrics
+from training.evaluate import (CORE_SUITE, MODEL_ID, REPORTED_AGENT_SEEDS, REPORTED_CASES, failure_breakdown, run_agent,
+                               run_toolcall, toolcall_metrics)
 from verifier.suite_format import load_jsonl
 
 #: issue #5's bars, in BF16
@@ -123,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
         seeds = [int(s) for s in args.agent_seeds.split(",")]
     except ValueError as exc:
         ap.error(str(exc))
-    if window.start < 300 or min(seeds) < 5:
-        ap.error("validation must not touch the reported cases (toolcall-core 0-300, agent seeds 0-4)")
+    if window.start < REPORTED_CASES or min(seeds) <= max(REPORTED_AGENT_SEEDS):
+        ap.error(f"validation must not touch the reported cases (toolcall-core 0-{REPORTED_CASES}, agent seeds "
+                 f"{min(REPORTED_AGENT_SEEDS)}-{max(REPORTED_AGENT_SEEDS)})")
     scores: list[ValidationScore] = []
     for path in args.include:
         try:

@@ -500,9 +500,11 @@ def main(argv: list[str] | None = None) -> None:
     # the average lives beside the model and is what gets exported: late in the run each step still moves the
     # weights, and which step the clock stops at is luck; measured on v7's run, the average of the last thousand or
     # so steps named tools and copied values better than the last step (MODEL_CARD.md, fifth session)
+    # (--also-ema adds more averages of other decays, each with its own folder, to choose among on validation)
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay)) if args.ema_decay else None
-    also = [(decay, out_dir, AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay)))
-            for decay, out_dir in args.also_ema]
+    averages = ([(args.ema_decay, args.out, averaged)] if averaged is not None else []) + [
+        (decay, out_dir, AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay)))
+        for decay, out_dir in args.also_ema]
 
     per_epoch = len(batches)
     total = args.steps or max(1, int(per_epoch * args.epochs))
@@ -542,10 +544,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         for opt in optimizers:
             opt.step()
-        if averaged is not None:
-            averaged.update_parameters(model)
-        for _, _, extra in also:
-            extra.update_parameters(model)
+        for _, _, average in averages:
+            average.update_parameters(model)
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0 or step == total - 1:
             el = time.time() - t_train
@@ -572,10 +572,11 @@ def main(argv: list[str] | None = None) -> None:
     final = {"step": str(step + 1), "total_steps": str(total), "final": "true", **recipe_metadata(args)}
     if averaged is not None and args.raw_out:
         export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"})
-    for decay, out_dir, extra in also:
-        export_checkpoint(extra.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)})
-    out = export_checkpoint(averaged.module if averaged is not None else model, tok, args.out, metadata=final)
-    print(f"exported {out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
+    for decay, out_dir, average in averages[::-1]:  # the main average (first) last, as the run's final line
+        export_checkpoint(average.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)})
+    if averaged is None:
+        export_checkpoint(model, tok, args.out, metadata=final)
+    print(f"exported {args.out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 
 if __name__ == "__main__":
