@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reference_engine.launch import start_server
+from reference_engine.launch import default_model_path, start_server
 from training.evaluate import (CORE_SUITE, MODEL_ID, REPORTED_AGENT_SEEDS, REPORTED_CASES, failure_breakdown, run_agent,
                                run_toolcall, toolcall_metrics)
 from verifier.suite_format import load_jsonl
@@ -55,6 +56,9 @@ class ValidationScore:
     case_accuracy: float
     n_cases: int
     outcomes: dict[str, dict[str, int]]
+    #: sha256 of the scored model.safetensors: "shipped" names different weights after each release, so a
+    #: saved score says which ones it measured (empty in files written before this field)
+    weights_sha256: str = ""
 
     def ratios(self) -> dict[str, float]:
         return {k: getattr(self, k) / bar for k, bar in BARS.items()}
@@ -83,6 +87,38 @@ def parse_range(text: str) -> slice:
     return slice(int(start), int(stop))
 
 
+def weights_digest(folder: Path | None) -> str:
+    """sha256 of a checkpoint's weights file (the shipped one for None)."""
+    path = (folder or default_model_path()) / "model.safetensors"
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def check_unique_names(named_folders: list[tuple[str, str]]) -> None:
+    """Refuse two candidates under one name, as (name, folder) pairs: the table and the choice would be ambiguous.
+    An earlier file's ``shipped`` is whatever was shipped then, so a new ``shipped`` beside it must be renamed."""
+    seen: dict[str, str] = {}
+    for name, folder in named_folders:
+        if name in seen:
+            raise ValueError(f"two candidates are named {name!r} ({seen[name]} and {folder}); "
+                             "give one another name with NAME=DIR")
+        seen[name] = folder
+
+
+def same_weights_notes(scores: list[ValidationScore]) -> list[str]:
+    """A line for each score that measured weights already scored under another name (e.g. a run's export and
+    the model shipped from it), so the table is not read as two independent draws."""
+    first_by_digest: dict[str, str] = {}
+    notes = []
+    for s in scores:
+        if not s.weights_sha256:
+            continue
+        if s.weights_sha256 in first_by_digest:
+            notes.append(f"{s.name} and {first_by_digest[s.weights_sha256]} are the same weights")
+        else:
+            first_by_digest[s.weights_sha256] = s.name
+    return notes
+
+
 def score(candidate: Candidate, cases: list[Any], scenarios: list[Any]) -> ValidationScore:
     """Serve the candidate in BF16 and score it on the validation cases and agent tasks."""
     with start_server(candidate.folder) as srv:
@@ -95,7 +131,8 @@ def score(candidate: Candidate, cases: list[Any], scenarios: list[Any]) -> Valid
         name=candidate.name, folder=str(candidate.folder or "shipped"),
         trigger_f1=tc["trigger_f1"]["value"] or 0.0, schema_accuracy=tc["schema_accuracy"]["value"] or 0.0,
         schema_calls=tc["schema_accuracy"]["n"], agent_success=wins / max(1, tasks), agent_tasks=tasks,
-        case_accuracy=tc["case_accuracy"]["value"] or 0.0, n_cases=len(cases), outcomes=failure_breakdown(results, cases))
+        case_accuracy=tc["case_accuracy"]["value"] or 0.0, n_cases=len(cases), outcomes=failure_breakdown(results, cases),
+        weights_sha256=weights_digest(candidate.folder))
 
 
 def load_scores(path: Path, cases: str, seeds: list[int], horizon: int) -> list[ValidationScore]:
@@ -135,6 +172,11 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"--include {path}: {exc}")
     if not candidates and not scores:
         ap.error("nothing to rank: name candidates or --include earlier scores")
+    try:
+        check_unique_names([(s.name, s.folder) for s in scores]
+                           + [(c.name, str(c.folder or "shipped")) for c in candidates])
+    except ValueError as exc:
+        ap.error(str(exc))
     cases = load_jsonl(CORE_SUITE, name="toolcall-core").cases[window]
     from suites.agent.scenarios import ENVIRONMENTS, scenario
     scenarios = [scenario(env, args.agent_horizon, seed) for env in ENVIRONMENTS for seed in seeds]
@@ -145,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{s.name}: F1 {s.trigger_f1:.3f} schema {s.schema_accuracy:.3f} (n={s.schema_calls}) "
               f"agent {s.agent_success:.2f} (n={s.agent_tasks}) case {s.case_accuracy:.3f} (n={s.n_cases})",
               flush=True)
+    for note in same_weights_notes(scores):
+        print(note)
     best = max(scores, key=ValidationScore.rank_key)
     print(f"chosen: {best.name} ({best.folder}); bars met on validation: {best.rank_key()[0]} of {len(BARS)}")
     if args.out:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from training.select import ValidationScore, main, parse_candidate, parse_range
+from training.select import (ValidationScore, check_unique_names, main, parse_candidate, parse_range, same_weights_notes,
+                              weights_digest)
 
 
-def _score(name: str, f1: float, schema: float, agent: float, case: float) -> ValidationScore:
+def _score(name: str, f1: float, schema: float, agent: float, case: float, digest: str = "") -> ValidationScore:
     return ValidationScore(name=name, folder=name, trigger_f1=f1, schema_accuracy=schema, schema_calls=100,
-                           agent_success=agent, agent_tasks=20, case_accuracy=case, n_cases=600, outcomes={})
+                           agent_success=agent, agent_tasks=20, case_accuracy=case, n_cases=600, outcomes={},
+                           weights_sha256=digest)
 
 
 def test_rank_prefers_bars_met_then_the_nearest_missed_bar_then_case_accuracy() -> None:
@@ -54,6 +56,7 @@ def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
     assert result["chosen"] == "shipped" and only["n_cases"] == 30 and only["agent_tasks"] == 4
     assert sum(sum(kind.values()) for kind in only["outcomes"].values()) == 30
     assert 0.0 < only["trigger_f1"] <= 1.0 and only["schema_calls"] > 0
+    assert only["weights_sha256"] == weights_digest(None) and len(only["weights_sha256"]) == 64
 
 
 def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,3 +72,22 @@ def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path, 
     with pytest.raises(SystemExit):
         main(["--include", str(earlier), "--cases", "300:600"])
     assert "scored on cases 300:900" in capsys.readouterr().err
+
+
+def test_names_are_unique_and_repeated_weights_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An earlier file's "shipped" is an older model: a new "shipped" beside it is refused, not silently mixed;
+    the same weights under two names (an export and the model shipped from it) are pointed out."""
+    with pytest.raises(ValueError, match="two candidates are named 'shipped'"):
+        check_unique_names([("shipped", "shipped"), ("run-ema", "/r/ema"), ("shipped", "shipped")])
+    check_unique_names([("a", "/a"), ("b", "/b")])
+    scores = [_score("ema", 0.9, 0.9, 0.9, 0.5, "d1"), _score("old", 0.9, 0.9, 0.9, 0.5, ""),
+              _score("new-shipped", 0.9, 0.9, 0.9, 0.5, "d1"), _score("raw", 0.9, 0.9, 0.9, 0.5, "d2")]
+    assert same_weights_notes(scores) == ["new-shipped and ema are the same weights"]
+
+    from dataclasses import asdict
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"cases": "300:900", "agent_seeds": [5, 6, 7, 8, 9], "horizon": 10,
+                                   "scores": [asdict(_score("shipped", 0.9, 0.9, 0.9, 0.5))]}))
+    with pytest.raises(SystemExit):
+        main(["shipped", "--include", str(earlier)])
+    assert "two candidates are named 'shipped'" in capsys.readouterr().err
