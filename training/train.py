@@ -407,10 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--decision-weight", type=float, default=5.0,
                     help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest; "
                          "with --text-decision-weight, the weight of a first token that opens a tool call")
-    ap.add_argument("--text-decision-weight", type=float, default=10.0,
+    ap.add_argument("--text-decision-weight", type=float, default=15.0,
                     help="loss weight of an assistant turn's first token when it starts a text answer rather than "
-                         "<tool_call> (default 10, v7's: twice --decision-weight, which leans doubtful decisions to "
-                         "refusing; pass the --decision-weight value for v6's recipe)")
+                         "<tool_call> (default 15, v9's: three times --decision-weight, which leans doubtful "
+                         "decisions to refusing; 10 for v7's and v8's recipe, the --decision-weight value for v6's)")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
