@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,13 @@ def _score(name: str, f1: float, schema: float, agent: float, case: float, diges
     return ValidationScore(name=name, folder=name, trigger_f1=f1, schema_accuracy=schema, schema_calls=100,
                            agent_success=agent, agent_tasks=20, case_accuracy=case, n_cases=600, outcomes={},
                            weights_sha256=digest)
+
+
+def _write_earlier(path: Path, scores: list[ValidationScore]) -> Path:
+    """An earlier --out of training.select, validated on the default cases, seeds and horizon."""
+    path.write_text(json.dumps({"cases": "300:900", "agent_seeds": [5, 6, 7, 8, 9], "horizon": 10,
+                                "scores": [asdict(s) for s in scores]}))
+    return path
 
 
 def test_rank_prefers_bars_met_then_the_nearest_missed_bar_then_case_accuracy() -> None:
@@ -60,12 +68,8 @@ def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
 
 
 def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dataclasses import asdict
-
-    earlier = tmp_path / "earlier.json"
-    scores = [_score("weak", 0.90, 0.90, 0.80, 0.60), _score("strong", 0.96, 0.97, 0.90, 0.50)]
-    earlier.write_text(json.dumps({"cases": "300:900", "agent_seeds": [5, 6, 7, 8, 9], "horizon": 10,
-                                   "scores": [asdict(s) for s in scores]}))
+    earlier = _write_earlier(tmp_path / "earlier.json",
+                             [_score("weak", 0.90, 0.90, 0.80, 0.60), _score("strong", 0.96, 0.97, 0.90, 0.50)])
     out = tmp_path / "ranked.json"
     main(["--include", str(earlier), "--out", str(out)])
     assert json.loads(out.read_text())["chosen"] == "strong"
@@ -84,10 +88,7 @@ def test_names_are_unique_and_repeated_weights_are_named(tmp_path: Path, capsys:
               _score("new-shipped", 0.9, 0.9, 0.9, 0.5, "d1"), _score("raw", 0.9, 0.9, 0.9, 0.5, "d2")]
     assert same_weights_notes(scores) == ["new-shipped and ema are the same weights"]
 
-    from dataclasses import asdict
-    earlier = tmp_path / "earlier.json"
-    earlier.write_text(json.dumps({"cases": "300:900", "agent_seeds": [5, 6, 7, 8, 9], "horizon": 10,
-                                   "scores": [asdict(_score("shipped", 0.9, 0.9, 0.9, 0.5))]}))
+    earlier = _write_earlier(tmp_path / "earlier.json", [_score("shipped", 0.9, 0.9, 0.9, 0.5)])
     with pytest.raises(SystemExit):
         main(["shipped", "--include", str(earlier)])
     assert "two candidates are named 'shipped'" in capsys.readouterr().err
