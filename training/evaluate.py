@@ -29,6 +29,7 @@ import httpx
 
 from reference_engine.launch import start_server
 from verifier import stats
+from verifier.agent_runner import Conversation, context_sizes_in
 from verifier.suite_format import ToolcallCase, load_jsonl, parse_case
 from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
 
@@ -99,6 +100,7 @@ class AgentResult:
     invalid_steps: int
     stop: str
     transcript: list[str] = field(default_factory=list)
+    trimmed_turns: int = 0  # turns dropped to keep the prompt inside the model's context
 
 
 async def _chat(client: httpx.AsyncClient, base_url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -191,24 +193,49 @@ def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
 
 
 async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) -> list[AgentResult]:
+    """Drive each scenario step by step, managing the context as the verifier's agent runner does.
+
+    The system prompt and goal are always sent; when the engine refuses a prompt as longer than the model's
+    context, the oldest turns are dropped (``verifier.agent_runner.Conversation``: the same window, learnt from
+    the same error, kept for later scenarios) and the step is re-sent. Why: verifier-tiny was trained on
+    documents of at most 1,024 tokens, cut the same way (system, goal, the latest calls), and sending it longer
+    prompts measures positions it never saw, not the agent (MODEL_CARD.md, "eighth session").
+    """
+    learned: list[int] = []  # the window learnt from the first context error, shared by later scenarios
+
     async def one(client: httpx.AsyncClient, sc: Any) -> AgentResult:
         env = sc.make_env()
-        messages: list[dict[str, Any]] = [{"role": "system", "content": sc.system}, {"role": "user", "content": sc.goal}]
+        tools = env.tools()
+        conv = Conversation(sc, tools)
         invalid = 0
         transcript: list[str] = []
         stop = "budget"
         steps = 0
         for steps in range(1, sc.step_budget + 1):
-            try:
-                resp = await _chat(client, base_url, {"messages": messages, "tools": env.tools(), "temperature": 0,
-                                                      "max_tokens": max_tokens})
-            except httpx.HTTPStatusError as exc:
-                # a trajectory that outgrows the model's context ends there, as in the verifier's agent runner
-                if exc.response.status_code == 400 and "context_length_exceeded" in exc.response.text:
-                    stop = "context_limit"
-                    transcript.append("stop: context limit")
+            window = min(learned, default=None)
+            conv.trim(window)
+            resp = None
+            for _ in range(4):  # the first try and at most three re-sends after trimming, as the runner allows
+                sent_chars = conv.chars()
+                try:
+                    resp = await _chat(client, base_url, {"messages": conv.messages(), "tools": tools,
+                                                          "temperature": 0, "max_tokens": max_tokens})
                     break
-                raise
+                except httpx.HTTPStatusError as exc:
+                    if exc.response.status_code != 400 or "context_length_exceeded" not in exc.response.text:
+                        raise
+                    if len(conv.turns) <= 1:
+                        break
+                    context_len, prompt_tokens = context_sizes_in(exc.response.text)
+                    window = conv.window_after_context_error(context_len, prompt_tokens, sent_chars, max_tokens,
+                                                             window)
+                    learned.append(window)
+                    conv.trim(window)
+            if resp is None:  # even the latest turn alone does not fit: the trajectory ends here
+                stop = "context_limit"
+                transcript.append("stop: context limit")
+                break
+            conv.calibrate(resp.get("usage", {}).get("prompt_tokens"), sent_chars)
             msg = resp["choices"][0]["message"]
             calls = msg.get("tool_calls") or []
             if not calls:
@@ -220,9 +247,10 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
             outcome = env.call(fn.get("name") or "", fn.get("arguments") or "")
             invalid += not outcome.valid
             transcript.append(f"{fn.get('name')}({fn.get('arguments')}) -> {outcome.result_text[:60]}")
-            messages.append({"role": "assistant", "content": msg.get("content"), "tool_calls": [call]})
-            messages.append({"role": "tool", "tool_call_id": call.get("id") or "call_0", "content": outcome.result_text})
-        return AgentResult(sc.id, sc.horizon, env.check(), steps, invalid, stop, transcript)
+            conv.add_turn([{"role": "assistant", "content": msg.get("content"), "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": call.get("id") or "call_0",
+                            "content": outcome.result_text}])
+        return AgentResult(sc.id, sc.horizon, env.check(), steps, invalid, stop, transcript, conv.dropped)
 
     async with httpx.AsyncClient(timeout=600) as client:
         return list(await asyncio.gather(*(one(client, s) for s in scenarios)))
@@ -283,7 +311,8 @@ def main(argv: list[str] | None = None) -> None:
                 ag = asyncio.run(run_agent(srv.base_url, scenarios))
                 entry["agent"] = agent_metrics(ag)
                 entry["agent_runs"] = [{"scenario": r.scenario, "success": r.success, "steps": r.steps,
-                                        "invalid_steps": r.invalid_steps, "stop": r.stop} for r in ag]
+                                        "invalid_steps": r.invalid_steps, "stop": r.stop,
+                                        "trimmed_turns": r.trimmed_turns} for r in ag]
         entry["wall_s"] = round(time.time() - t0, 1)
         if name != "bf16" and "bf16" in correct:
             entry["case_accuracy_diff_vs_bf16"] = stats.newcombe_paired_diff(correct["bf16"], correct[name]).model_dump()

@@ -144,7 +144,11 @@ _PROMPT_LEN = re.compile(r"prompt \((\d+) tokens\)|(\d+) tokens? in the messages
 
 def context_error_sizes(ex: Exchange) -> tuple[int | None, int | None]:
     """(context length, prompt tokens) when the error message states them (vLLM, OpenAI, the built-in engine)."""
-    text = ex.error_message or ""
+    return context_sizes_in(ex.error_message or "")
+
+
+def context_sizes_in(text: str) -> tuple[int | None, int | None]:
+    """(context length, prompt tokens) stated in a context-length error's text, each None where absent."""
     ctx_m, prompt_m = _CONTEXT_LEN.search(text), _PROMPT_LEN.search(text)
     ctx_len = int(ctx_m.group(1)) if ctx_m else None
     prompt = next((int(g) for g in prompt_m.groups() if g), None) if prompt_m else None
@@ -206,6 +210,23 @@ class Conversation:
 
     def messages(self) -> list[dict[str, Any]]:
         return self.head + [m for turn in self.turns for m in turn]
+
+    def window_after_context_error(self, context_len: int | None, prompt_tokens: int | None, sent_chars: int,
+                                   max_tokens: int, window: int | None) -> int:
+        """The window to trim to after the endpoint refused the prompt of ``sent_chars`` as too long.
+
+        90 % of the stated context length minus ``max_tokens`` (room for the reply) when the error states it and
+        that is below our estimate of the refused prompt; otherwise 3/4 of that estimate, since our chars-per-token
+        guess was evidently off. Never wider than a window already in force.
+        """
+        if prompt_tokens:
+            self.calibrate(prompt_tokens, sent_chars)
+        target = int(self.estimate_tokens() * 0.75)
+        if context_len and context_len > max_tokens:
+            stated = int((context_len - max_tokens) * 0.9)
+            if stated < self.estimate_tokens():  # else our estimate is off: shrink instead
+                target = stated
+        return max(1, min(window or target, target))
 
 
 @dataclass
@@ -319,14 +340,7 @@ class AgentKind:
                     break
                 context_retries += 1
                 ctx_len, prompt_tokens = context_error_sizes(ex)
-                if prompt_tokens:
-                    conv.calibrate(prompt_tokens, sent_chars)
-                target = int(conv.estimate_tokens() * 0.75)
-                if ctx_len and ctx_len > opts.max_tokens:
-                    stated = int((ctx_len - opts.max_tokens) * 0.9)
-                    if stated < conv.estimate_tokens():  # else our estimate is off: shrink instead
-                        target = stated
-                window = max(1, min(window or target, target))
+                window = conv.window_after_context_error(ctx_len, prompt_tokens, sent_chars, opts.max_tokens, window)
                 learned[plan.endpoint] = min(learned.get(plan.endpoint, window), window)
                 dropped += conv.trim(window)
             extra: dict[str, Any] = {
