@@ -488,9 +488,11 @@ def main(argv: list[str] | None = None) -> None:
           flush=True)
 
     vocab = int(math.ceil(tok.get_vocab_size() / 64) * 64)
+    # the exported context is the longest document trained on: past it the model has never seen a position, and
+    # an engine that serves longer prompts measures that, not the model (MODEL_CARD.md, "eighth session")
     cfg = TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                     num_key_value_heads=args.kv_heads)
+                     num_key_value_heads=args.kv_heads, max_position_embeddings=args.block)
     model = TinyLlama(cfg).to(args.device)
     # counted once here: summing a batch's targets at every step would wait on the device each time
     targets_per_batch = [int(b.targets.sum()) for b in batches]
