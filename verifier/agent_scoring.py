@@ -49,6 +49,8 @@ class Step:
     actions: list[str]
     ok: bool  # the request itself succeeded (HTTP 2xx, no client error)
     error_kinds: list[str] = field(default_factory=list)
+    dropped_turns: int = 0  # old turns the runner dropped before this request, to fit the endpoint's context
+    context_resends: int = 0  # re-sends of this request after the endpoint refused it as too long
 
     @property
     def valid(self) -> bool | None:
@@ -121,6 +123,8 @@ def collect_trials(
                 actions=list(r.extra.get("actions", [])),
                 ok=r.ok,
                 error_kinds=[c.get("error_kind") for c in r.extra.get("calls", []) if c.get("error_kind")],
+                dropped_turns=int(r.extra.get("trimmed_turns", 0)),
+                context_resends=int(r.extra.get("context_retries", 0)),
             )
             for i, r in enumerate(recs)
         ]
@@ -290,11 +294,14 @@ def _counts(trials: Sequence[Trial], all_trials: Sequence[Trial], interrupted: i
     for t in trials:
         c[f"stop:{t.stop_reason}"] += 1
         c["successes"] += int(t.success)
+        c["trimmed_trials"] += int(any(s.dropped_turns for s in t.steps))
         for s in t.steps:
             c["steps"] += 1
             c["tool_calls"] += s.calls
             c["invalid_calls"] += s.invalid_calls
             c["failed_requests"] += int(not s.ok)
+            c["dropped_turns"] += s.dropped_turns
+            c["context_resends"] += s.context_resends
             for kind in s.error_kinds:
                 c[f"error:{kind}"] += 1
     return dict(c)
@@ -369,6 +376,15 @@ def score_endpoint(
         result.notes.append(
             f"{result.counts['stop:endpoint_error']} trial(s) ended on a request that failed after retries; "
             "they count as failed tasks (a long run dies on one failed request)."
+        )
+    if result.counts.get("trimmed_trials"):
+        # why: a trimmed agent no longer sees its early turns, so two endpoints with different context lengths
+        # do not face the same task; a reader comparing them must know
+        result.notes.append(
+            f"{result.counts['trimmed_trials']} of {result.counts['trials']} trial(s) had their history trimmed to "
+            f"fit the endpoint's context ({result.counts['dropped_turns']} old turns dropped, "
+            f"{result.counts['context_resends']} request(s) re-sent after a context-length error); the system "
+            "prompt, the goal and the latest turns were always kept."
         )
     if result.counts.get("unfinished_trials"):
         result.notes.append(f"{result.counts['unfinished_trials']} trial(s) never finished and are not scored.")

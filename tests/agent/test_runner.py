@@ -98,6 +98,12 @@ async def test_context_limit_error_trims_or_stops(tmp_path: Path) -> None:
     assert recs[-1].extra["stop_reason"] == "final_answer" and recs[-1].extra["success"] is True
     assert any(r.extra.get("context_retries") for r in recs)
     assert max(r.extra["messages"] for r in recs) <= 12
+    # the score says so, with its denominator: a trimmed agent did not face the same task as an untrimmed one
+    (result,) = AGENT_KIND.score(suite, recs, "ref", ["ref"])
+    assert result.counts["trimmed_trials"] == 1 and result.counts["trials"] == 1
+    assert result.counts["dropped_turns"] == sum(r.extra["trimmed_turns"] for r in recs) > 0
+    assert result.counts["context_resends"] == sum(r.extra.get("context_retries", 0) for r in recs) > 0
+    assert any(n.startswith("1 of 1 trial(s) had their history trimmed") for n in result.notes)
 
     policy2 = OraclePolicy(suite.cases)
     _, _, recs, _ = await run_suite(
