@@ -216,7 +216,11 @@ def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list
     return {**body, "messages": messages}
 
 
-def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6, 8, 10, 12, 14),
+#: horizons the agent trajectories are drawn at (the shipped recipe's); see ``--agent-horizons`` of training.train
+AGENT_HORIZONS: tuple[int, ...] = (4, 6, 8, 10, 12, 14)
+
+
+def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_HORIZONS,
                         max_turns: int = 14) -> Iterator[Conversation]:
     """``n`` oracle trajectories across all agent environments, trimmed to the last ``max_turns`` calls.
 
@@ -265,18 +269,20 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = (4, 6,
 
 
 def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1, contrast_share: float = 0.0,
-                 wide_small_talk: bool = False, rename_style: str = "variants") -> list[Conversation | ConversationGroup]:
+                 wide_small_talk: bool = False, rename_style: str = "variants",
+                 agent_horizons: tuple[int, ...] = AGENT_HORIZONS) -> list[Conversation | ConversationGroup]:
     """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
     come in groups that share everything but the final request (:func:`toolcall_groups`); with
     ``contrast_share`` > 0 some tool requests come with a contrast twin, and with ``wide_small_talk`` the
-    small talk comes from more kinds (:func:`toolcall_conversations`)."""
+    small talk comes from more kinds (:func:`toolcall_conversations`); ``agent_horizons`` are the horizons the
+    agent trajectories are drawn at (each is cut to its latest calls whatever its horizon)."""
     if group_size > 1 and (contrast_share or wide_small_talk):
         raise ValueError("contrast twins and wide small talk are made for single requests, "
                          "not for shared-prefix groups")
     calls: Iterator[Conversation | ConversationGroup] = (
         toolcall_groups(n_toolcall, seed, group_size, rename_style) if group_size > 1
         else toolcall_conversations(n_toolcall, seed, contrast_share, wide_small_talk, rename_style))
-    convs = list(calls) + list(agent_conversations(n_agent, seed + 1))
+    convs = list(calls) + list(agent_conversations(n_agent, seed + 1, horizons=agent_horizons))
     random.Random(seed + 2).shuffle(convs)
     return convs
 

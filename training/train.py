@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 
 from training.chat_format import TOOL_CALL_OPEN, assistant_spans
 from training.augment import RENAME_STYLES
-from training.corpus import Conversation, ConversationGroup, build_corpus, dump_jsonl
+from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
 from training.optim import OPTIMIZERS, build_optimizers
@@ -283,7 +283,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
     convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share,
-                         args.wide_small_talk, args.rename_style)
+                         args.wide_small_talk, args.rename_style, args.agent_horizons)
     sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
@@ -318,6 +318,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         key["contrast_share"] = args.contrast_share
     if args.wide_small_talk:
         key["wide_small_talk"] = True
+    if args.agent_horizons != AGENT_HORIZONS:
+        key["agent_horizons"] = list(args.agent_horizons)
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -353,7 +355,18 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
-                  "intermediate", "ema_decay", "rename_style")
+                  "intermediate", "ema_decay", "rename_style", "agent_horizons")
+
+
+def parse_horizons(text: str) -> tuple[int, ...]:
+    """``--agent-horizons`` as a tuple of positive integers; argparse reports the ValueError as a one-line error."""
+    try:
+        horizons = tuple(int(h) for h in text.split(","))
+    except ValueError:
+        horizons = ()
+    if not horizons or min(horizons) < 1:
+        raise argparse.ArgumentTypeError(f"want comma-separated positive integers such as 4,6,25, not {text!r}")
+    return horizons
 
 
 def parse_also_ema(spec: str) -> tuple[float, Path]:
@@ -370,7 +383,10 @@ def parse_also_ema(spec: str) -> tuple[float, Path]:
 
 def recipe_metadata(args: argparse.Namespace) -> dict[str, str]:
     """The recipe options of ``args`` as safetensors metadata (strings)."""
-    return {name: str(getattr(args, name)) for name in RECIPE_OPTIONS}
+    def text(value: object) -> str:
+        return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+    return {name: text(getattr(args, name)) for name in RECIPE_OPTIONS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -414,6 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
+    ap.add_argument("--agent-horizons", type=parse_horizons, default=AGENT_HORIZONS, metavar="H,H,...",
+                    help="horizons the agent trajectories are drawn at, each cut to its latest 14 calls (default "
+                         "4,6,8,10,12,14, the shipped recipe's). Longer ones show the longer tool results of long "
+                         "tasks (a notes list of 10 words at 50) in documents of the same length; MODEL_CARD.md, "
+                         "eighth session")
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
     ap.add_argument("--rename-style", choices=RENAME_STYLES, default="variants",

@@ -174,3 +174,22 @@ def test_bad_options_stop_with_one_line(argv, message, capsys) -> None:
     with pytest.raises(SystemExit):
         main(argv + ["--out", "unused"])
     assert message in capsys.readouterr().err
+
+
+def test_agent_horizons_draw_longer_tasks_cut_to_the_same_window(capsys) -> None:
+    """``--agent-horizons 25,50`` draws long tasks, whose tool results carry more state (a notes list of up to 10
+    words), yet every trajectory keeps at most its latest 14 calls, so documents stay as short as before."""
+    from training.corpus import agent_conversations
+    from training.train import build_parser, recipe_metadata
+
+    args = build_parser().parse_args(["--agent-horizons", "25,50"])
+    assert args.agent_horizons == (25, 50) and recipe_metadata(args)["agent_horizons"] == "25,50"
+    assert recipe_metadata(build_parser().parse_args([]))["agent_horizons"] == "4,6,8,10,12,14"
+    convs = list(agent_conversations(16, seed=3, horizons=(25, 50)))
+    assert {c.meta["horizon"] for c in convs} <= {25, 50} and len({c.meta["horizon"] for c in convs}) == 2
+    for c in convs:
+        calls = [m for m in c.messages if m["role"] == "assistant" and m.get("tool_calls")]
+        assert 1 <= len(calls) <= 14
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--agent-horizons", "25,x"])
+    assert "--agent-horizons: want comma-separated positive integers" in capsys.readouterr().err
