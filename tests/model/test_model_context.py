@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from reference_engine.launch import default_model_path, start_server
+from tests.model.fixtures import TINY_TRAIN_ARGS
 from training.evaluate import MODEL_ID, run_agent
 from training.train import build_parser, main
 
 MODEL_DIR: Path = default_model_path()
-TINY = ["--n-toolcall", "120", "--n-agent", "12", "--steps", "2", "--hidden", "32", "--intermediate", "64",
-        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--batch-tokens", "1024", "--allow-standin"]
 shipped = pytest.mark.skipif(not (MODEL_DIR / "model.safetensors").exists(), reason="shipped checkpoint not present")
 
 
@@ -31,7 +30,7 @@ def _declared_context(folder: Path) -> tuple[int, int]:
 
 
 def test_a_trained_checkpoint_declares_its_longest_training_document(tmp_path: Path) -> None:
-    main(TINY + ["--block", "512", "--out", str(tmp_path / "ckpt")])
+    main(TINY_TRAIN_ARGS + ["--block", "512", "--out", str(tmp_path / "ckpt")])
     assert _declared_context(tmp_path / "ckpt") == (512, 512)
 
 

@@ -10,10 +10,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from tests.model.fixtures import TINY_TRAIN_ARGS
 from training.train import main
-
-TINY = ["--n-toolcall", "120", "--n-agent", "12", "--steps", "4", "--hidden", "32", "--intermediate", "64",
-        "--layers", "1", "--heads", "2", "--kv-heads", "1", "--batch-tokens", "512", "--allow-standin"]
 
 
 def _weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -23,7 +21,7 @@ def _weights(folder: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
 
 def _train(tmp_path: Path, decay: str) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, str]]:
     out, raw = tmp_path / f"ema{decay}", tmp_path / f"raw{decay}"
-    main(TINY + ["--out", str(out), "--raw-out", str(raw), "--ema-decay", decay])
+    main(TINY_TRAIN_ARGS + ["--out", str(out), "--raw-out", str(raw), "--ema-decay", decay])
     averaged, meta = _weights(out)
     last, _ = _weights(raw)
     return averaged, last, meta
@@ -43,7 +41,7 @@ def test_also_ema_writes_each_average_with_its_decay(tmp_path: Path) -> None:
     """``--also-ema`` keeps extra averages beside the main one: a decay of ~0 must equal the last step's
     weights, and the same decay as ``--ema-decay`` must equal the main export bit for bit."""
     out, raw, near_zero, same = (tmp_path / n for n in ("ema", "raw", "near_zero", "same"))
-    main(TINY + ["--out", str(out), "--raw-out", str(raw), "--ema-decay", "0.9",
+    main(TINY_TRAIN_ARGS + ["--out", str(out), "--raw-out", str(raw), "--ema-decay", "0.9",
                  "--also-ema", f"1e-9={near_zero}", "--also-ema", f"0.9={same}"])
     last, _ = _weights(raw)
     averaged, _ = _weights(out)
@@ -58,5 +56,5 @@ def test_also_ema_writes_each_average_with_its_decay(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spec", ["0.99", "1.5=x", "abc=x", "0.99="])
 def test_also_ema_rejects_a_malformed_spec(spec: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main(TINY + ["--out", "unused", "--also-ema", spec])
+        main(TINY_TRAIN_ARGS + ["--out", "unused", "--also-ema", spec])
     assert "--also-ema wants DECAY=DIR" in capsys.readouterr().err

@@ -1,0 +1,8 @@
+"""Shared pieces of the model tests."""
+
+from __future__ import annotations
+
+#: a `training.train` command line that trains a one-layer model on the stand-in catalogue in a few seconds: for
+#: tests of what a run writes (exports, averages, metadata), never of what it learns
+TINY_TRAIN_ARGS = ["--n-toolcall", "120", "--n-agent", "12", "--steps", "4", "--hidden", "32", "--intermediate", "64",
+                   "--layers", "1", "--heads", "2", "--kv-heads", "1", "--batch-tokens", "512", "--allow-standin"]
