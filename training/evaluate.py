@@ -201,9 +201,10 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     documents of at most 1,024 tokens, cut the same way (system, goal, the latest calls), and sending it longer
     prompts measures positions it never saw, not the agent (MODEL_CARD.md, "eighth session").
     """
-    learned: list[int] = []  # the window learnt from the first context error, shared by later scenarios
+    learned_window: int | None = None  # the narrowest window learnt from a context error, for every scenario
 
     async def one(client: httpx.AsyncClient, sc: Any) -> AgentResult:
+        nonlocal learned_window
         env = sc.make_env()
         tools = env.tools()
         conv = Conversation(sc, tools)
@@ -212,7 +213,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
         stop = "budget"
         steps = 0
         for steps in range(1, sc.step_budget + 1):
-            window = min(learned, default=None)
+            window = learned_window
             conv.trim(window)
             resp = None
             for _ in range(4):  # the first try and at most three re-sends after trimming, as the runner allows
@@ -229,7 +230,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
                     context_len, prompt_tokens = context_sizes_in(exc.response.text)
                     window = conv.window_after_context_error(context_len, prompt_tokens, sent_chars, max_tokens,
                                                              window)
-                    learned.append(window)
+                    learned_window = min(learned_window or window, window)
                     conv.trim(window)
             if resp is None:  # even the latest turn alone does not fit: the trajectory ends here
                 stop = "context_limit"
