@@ -115,6 +115,27 @@ def assistant_spans(text: str) -> list[tuple[int, int]]:
     return [(m.start(1), m.end(1)) for m in _ASSISTANT_SPAN.finditer(text)]
 
 
+#: A tool-call block as the template renders it: the name, then the arguments' JSON object.
+_CALL_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r'\{"name": ("[^"]*"), "arguments": (.*?)\}' + re.escape(TOOL_CALL_CLOSE), re.S)
+#: A JSON string followed by a colon: an object key (matched left to right, so a value's quotes never start one).
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
+
+
+def schema_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans, quotes included, of each tool call's name and of every key in its arguments.
+
+    These are the tokens a call's schema validity rests on (a name from the offered list; the parameter names of
+    that tool, nested ones too); the values come from the request. ``training.train --schema-weight`` weighs them.
+    """
+    spans: list[tuple[int, int]] = []
+    for block in _CALL_BLOCK.finditer(text):
+        spans.append(block.span(1))
+        start = block.start(2)
+        spans += [(start + m.start(), start + m.end() - len(m.group(1))) for m in _JSON_STRING.finditer(block.group(2))
+                  if m.group(1)]
+    return spans
+
+
 def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
     """The assistant's tool-call block as the model must emit it (json.dumps default separators)."""
     return f'{TOOL_CALL_OPEN}{json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)}{TOOL_CALL_CLOSE}'

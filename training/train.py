@@ -29,7 +29,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
-from training.chat_format import TOOL_CALL_OPEN, assistant_spans
+from training.chat_format import TOOL_CALL_OPEN, assistant_spans, schema_spans
 from training.augment import RENAME_STYLES
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
@@ -45,6 +45,8 @@ class Doc:
     #: int16 per token: 0 for the shared prefix (or the whole of a plain document), i for the i-th of several
     #: continuations that each follow the prefix alone (a :class:`ConversationGroup`); None: plain document
     segments: np.ndarray | None = None
+    #: bool per token: a target inside a tool call's name or argument key (``schema_spans``); None: not computed
+    schema: np.ndarray | None = None
 
 
 def encode(tok: Tokenizer, text: str) -> Doc:
@@ -79,14 +81,22 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     docs = []
     for text, enc in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
-        spans = np.asarray(assistant_spans(text), dtype=np.int64).reshape(-1, 2)
-        inside = np.searchsorted(spans[:, 0], starts, side="right") - 1
-        mask = (inside >= 0) & (starts < spans[np.maximum(inside, 0), 1]) if len(spans) else np.zeros(len(starts), bool)
+        mask = _inside_spans(starts, assistant_spans(text))
+        schema = mask & _inside_spans(starts, schema_spans(text))
         branches = branch_starts[len(docs)] if branch_starts else []
         segments = np.searchsorted(np.asarray(branches, dtype=np.int64), starts, side="right").astype(np.int16) \
             if branches else None
-        docs.append(Doc(np.asarray(enc.ids, dtype=np.int32), mask, segments))
+        docs.append(Doc(np.asarray(enc.ids, dtype=np.int32), mask, segments, schema))
     return docs
+
+
+def _inside_spans(starts: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """Whether each token start offset lies inside one of the sorted, disjoint character ``spans``."""
+    if not spans:
+        return np.zeros(len(starts), bool)
+    bounds = np.asarray(spans, dtype=np.int64)
+    inside = np.searchsorted(bounds[:, 0], starts, side="right") - 1
+    return (inside >= 0) & (starts < bounds[np.maximum(inside, 0), 1])
 
 
 def _round_up(n: int, multiple: int) -> int:
@@ -101,10 +111,12 @@ class Batch:
     targets: torch.Tensor   # [B, T] bool: the token is a training target
     segments: torch.Tensor | None = None   # [B, T] int16 (see Doc.segments); None: every row is one document
     positions: torch.Tensor | None = None  # [B, T] int64 (see tree_positions)
+    schema: torch.Tensor | None = None     # [B, T] bool (see Doc.schema); None when a document lacks it
 
     def to(self, device: str) -> Batch:
         move = (lambda t: None if t is None else t.to(device))
-        return Batch(self.ids.to(device), self.targets.to(device), move(self.segments), move(self.positions))
+        return Batch(self.ids.to(device), self.targets.to(device), move(self.segments), move(self.positions),
+                     move(self.schema))
 
 
 def tree_mask(segments: torch.Tensor) -> torch.Tensor:
@@ -156,6 +168,11 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
             ids[r, :n] = docs[i].ids
             tmask[r, :n] = docs[i].mask
         batch = Batch(torch.from_numpy(ids), torch.from_numpy(tmask))
+        if all(docs[i].schema is not None for i in members):
+            schema = np.zeros((len(members), width), dtype=bool)
+            for r, i in enumerate(members):
+                schema[r, :len(docs[i].ids)] = docs[i].schema
+            batch.schema = torch.from_numpy(schema)
         if any(docs[i].segments is not None for i in members):
             segments = np.zeros((len(members), width), dtype=np.int16)
             positions = np.tile(np.arange(width, dtype=np.int64), (len(members), 1))
@@ -242,7 +259,8 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
 
 
 def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
-                text_decision_weight: float | None = None, call_token_id: int | None = None) -> torch.Tensor:
+                text_decision_weight: float | None = None, call_token_id: int | None = None,
+                schema_weight: float = 1.0) -> torch.Tensor:
     """Next-token loss where the *target* is an assistant token.
 
     ``decision_weight`` weighs the first token of each assistant turn, the one that decides between a tool
@@ -253,6 +271,9 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     text answer instead its own weight: above ``decision_weight`` it moves the model's doubtful decisions towards
     answering in text. Why: an unwanted call almost always fails the schema check (it names a tool that is not
     offered), a missed call does not, and every run so far makes more unwanted calls than missed ones.
+    ``schema_weight`` weighs the targets of a tool call's name and argument keys (``Batch.schema``). Why: a
+    call's schema validity rests on those few tokens (a name from the offered list, that tool's parameter names),
+    and most schema failures of the shipped runs are names of tools that are not offered or unknown keys.
     In a shared-prefix row the token after a continuation's last one is the next continuation's
     ``<|im_start|>``, never a target, so no loss crosses from one continuation into another.
     """
@@ -267,7 +288,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     logits = model.lm_head(hidden[keep])
     if text_decision_weight is None:
         text_decision_weight = decision_weight
-    if decision_weight == 1.0 and text_decision_weight == 1.0:
+    if decision_weight == 1.0 and text_decision_weight == 1.0 and schema_weight == 1.0:
         return F.cross_entropy(logits, targets)
     losses = F.cross_entropy(logits, targets, reduction="none")
     first = (batch.targets[:, 1:] & ~batch.targets[:, :-1])[keep]  # a target whose predecessor is not one
@@ -276,7 +297,12 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
         if call_token_id is None:
             raise ValueError("text_decision_weight needs call_token_id")
         first_weight = torch.where(targets == call_token_id, decision_weight, text_decision_weight).to(losses.dtype)
-    weights = torch.where(first, first_weight, 1.0)
+    other_weight: torch.Tensor | float = 1.0
+    if schema_weight != 1.0:
+        if batch.schema is None:
+            raise ValueError("schema_weight needs the batch's schema mask (documents encoded by encode_all)")
+        other_weight = torch.where(batch.schema[:, 1:][keep], schema_weight, 1.0).to(losses.dtype)
+    weights = torch.where(first, first_weight, other_weight)
     return (losses * weights).sum() / weights.sum()
 
 
@@ -333,7 +359,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
                                    for d in docs])
         np.savez_compressed(args.prepared / "docs.npz", lengths=lengths,
                             ids=ids.astype(np.uint16) if tok.get_vocab_size() < 2**16 else ids,
-                            mask=np.concatenate([d.mask for d in docs]), segments=segments)
+                            mask=np.concatenate([d.mask for d in docs]), segments=segments,
+                            schema=np.concatenate([d.schema for d in docs]))
         meta_path.write_text(json.dumps(key))
         return tok, docs
     recorded = json.loads(meta_path.read_text())
@@ -344,8 +371,14 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         bounds = np.cumsum(z["lengths"])[:-1]
         ids = z["ids"].astype(np.int32)
         segments = z["segments"] if "segments" in z.files else np.full(len(ids), -1, np.int16)
-        docs = [Doc(i, m, None if len(g) and g[0] < 0 else g)
-                for i, m, g in zip(np.split(ids, bounds), np.split(z["mask"], bounds), np.split(segments, bounds))]
+        # a corpus prepared before schema masks were stored has none: fine unless --schema-weight asks for them
+        schemas = np.split(z["schema"], bounds) if "schema" in z.files else [None] * (len(bounds) + 1)
+        if schemas[0] is None and args.schema_weight != 1.0:
+            raise SystemExit(f"{args.prepared}: prepared without schema masks, which --schema-weight needs; "
+                             "prepare it again in an empty folder")
+        docs = [Doc(i, m, None if len(g) and g[0] < 0 else g, sm)
+                for i, m, g, sm in zip(np.split(ids, bounds), np.split(z["mask"], bounds),
+                                       np.split(segments, bounds), schemas)]
     print(f"prepared corpus from {args.prepared}: {len(docs)} documents", flush=True)
     return tok, docs
 
@@ -355,7 +388,7 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
-                  "intermediate", "ema_decay", "rename_style", "agent_horizons")
+                  "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight")
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
@@ -427,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="loss weight of an assistant turn's first token when it starts a text answer rather than "
                          "<tool_call> (default 15, v9's: three times --decision-weight, which leans doubtful "
                          "decisions to refusing; 10 for v7's and v8's recipe, the --decision-weight value for v6's)")
+    ap.add_argument("--schema-weight", type=float, default=1.0,
+                    help="loss weight of a tool call's name and argument-key tokens (default 1: the shipped recipe "
+                         "weighs them like any other target)")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
@@ -560,7 +596,8 @@ def main(argv: list[str] | None = None) -> None:
         for opt in optimizers:
             for g in opt.param_groups:
                 g["lr"] = lr
-        loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id)
+        loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id,
+                           args.schema_weight)
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
         loss.backward()

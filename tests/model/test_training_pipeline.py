@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, tool_call_text
+from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, schema_spans, tool_call_text
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
@@ -159,6 +159,63 @@ def test_text_decision_weight_weighs_only_answers_that_start_in_text():
     torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="call_token_id"):
         masked_loss(m, batch, decision_weight=5.0, text_decision_weight=10.0)
+
+
+def test_schema_spans_are_the_call_name_and_every_argument_key_only():
+    """Keys nested in objects count; values never do, even one that holds quotes and a colon."""
+    text = "x" + tool_call_text("get_weather", {"city": 'a: "b"', "opts": {"unit": "c", "n": [1, 2]},
+                                               "x y": None, "note": "k:"}) + "<|im_end|>"
+    assert [text[a:b] for a, b in schema_spans(text)] == [
+        '"get_weather"', '"city"', '"opts"', '"unit"', '"n"', '"x y"', '"note"']
+    assert schema_spans("<|im_start|>assistant\nNo tool fits that.<|im_end|>") == []
+
+
+def test_schema_mask_marks_supervised_name_and_key_tokens(convs, tok):
+    """``Doc.schema`` is the targets inside ``schema_spans``: names and keys of the answer's call, never the prompt's
+    tool list (which holds the same words) and never argument values."""
+    for conv in convs[:20]:
+        text = conv.text()
+        doc = encode_all(tok, [text])[0]
+        assert not (doc.schema & ~doc.mask).any()
+        marked = tok.decode(doc.ids[doc.schema].tolist(), skip_special_tokens=False).replace('"', "")
+        last = conv.messages[-1]
+        if last.get("tool_calls"):
+            fn = last["tool_calls"][0]["function"]
+            assert fn["name"] in marked
+            for key in json.loads(fn["arguments"]):
+                assert key in marked
+            for value in json.loads(fn["arguments"]).values():
+                if isinstance(value, str) and len(value) > 3 and value not in fn["name"]:
+                    assert value not in marked
+        else:
+            assert not doc.schema.any()
+
+
+def test_schema_weight_weighs_name_and_key_targets():
+    m = _one_layer_model()
+    ids = torch.randint(0, 64, (1, 12))
+    tmask = torch.zeros(1, 12, dtype=torch.bool)
+    tmask[0, 3:9] = True
+    schema = torch.zeros(1, 12, dtype=torch.bool)
+    schema[0, 4:6] = True  # targets 4 and 5 are a name's tokens
+    batch = Batch(ids, tmask, schema=schema)
+    with torch.no_grad():
+        per_token = torch.nn.functional.cross_entropy(m(ids)[0][:-1], ids[0, 1:], reduction="none")
+        weighted = masked_loss(m, batch, decision_weight=5.0, schema_weight=3.0)
+        torch.testing.assert_close(masked_loss(m, batch, decision_weight=5.0, schema_weight=1.0),
+                                   masked_loss(m, Batch(ids, tmask), decision_weight=5.0))
+    weights = torch.tensor([5.0, 3, 3, 1, 1, 1])
+    expected = (per_token[[t - 1 for t in range(3, 9)]] * weights).sum() / weights.sum()
+    torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="schema mask"):
+        masked_loss(m, Batch(ids, tmask), schema_weight=3.0)
+
+
+def test_batches_carry_the_schema_mask(convs, tok):
+    docs = encode_all(tok, [c.text() for c in convs])
+    batches = bucket_batches(docs, 2048, pad_id=0, seed=0)
+    assert sum(int(b.schema.sum()) for b in batches) == sum(int(d.schema.sum()) for d in docs) > 0
+    assert all(not (b.schema & ~b.targets).any() for b in batches)
 
 
 @pytest.mark.parametrize("argv, message", [

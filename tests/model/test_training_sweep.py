@@ -63,6 +63,27 @@ def test_a_prepared_corpus_refuses_other_corpus_arguments(tmp_path) -> None:
                     "--prepare-only"])
 
 
+def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
+    """``--schema-weight`` trains the same from a prepared corpus as from a fresh one, and a corpus prepared before
+    the mask was stored is refused for it (and still serves runs that do not weigh it)."""
+    run = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "3"]
+    train_main([*run, "--out", str(tmp_path / "fresh")])
+    fresh = capsys.readouterr().out
+    train_main([*run, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "cached")])
+    cached = capsys.readouterr().out
+    assert _losses(fresh) and _losses(fresh) == _losses(cached)
+    unweighted = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1"]
+    train_main([*unweighted, "--out", str(tmp_path / "plain")])
+    assert _losses(capsys.readouterr().out) != _losses(fresh)
+    npz = tmp_path / "prep" / "docs.npz"
+    with np.load(npz) as z:
+        older = {k: z[k] for k in z.files if k != "schema"}
+    np.savez_compressed(npz, **older)
+    with pytest.raises(SystemExit, match="prepared without schema masks"):
+        train_main([*run, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "again")])
+    train_main([*unweighted, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "old")])
+
+
 def test_init_seed_changes_the_run_but_not_the_corpus(tmp_path, capsys) -> None:
     train_main([*SMALL, "--prepared", str(tmp_path / "prep"), "--prepare-only"])
     common = [*SMALL, "--prepared", str(tmp_path / "prep"), "--steps", "5", "--time-limit-min", "5", "--threads", "1"]
