@@ -45,7 +45,8 @@ class Doc:
     #: int16 per token: 0 for the shared prefix (or the whole of a plain document), i for the i-th of several
     #: continuations that each follow the prefix alone (a :class:`ConversationGroup`); None: plain document
     segments: np.ndarray | None = None
-    #: bool per token: a target inside a tool call's name or argument key (``schema_spans``); None: not computed
+    #: uint8 per token (``SCHEMA_NAME``, ``SCHEMA_KEY`` or 0): a target inside a tool call's name or one of its
+    #: argument keys (``schema_spans``); None: not computed
     schema: np.ndarray | None = None
 
 
@@ -82,12 +83,18 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     for text, enc in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
         mask = _inside_spans(starts, assistant_spans(text))
-        schema = mask & _inside_spans(starts, schema_spans(text))
+        in_name = mask & _inside_spans(starts, schema_spans(text, keys=False))
+        in_key = mask & _inside_spans(starts, schema_spans(text)) & ~in_name
+        schema = (in_name * SCHEMA_NAME + in_key * SCHEMA_KEY).astype(np.uint8)
         branches = branch_starts[len(docs)] if branch_starts else []
         segments = np.searchsorted(np.asarray(branches, dtype=np.int64), starts, side="right").astype(np.int16) \
             if branches else None
         docs.append(Doc(np.asarray(enc.ids, dtype=np.int32), mask, segments, schema))
     return docs
+
+
+#: the codes of ``Doc.schema``
+SCHEMA_NAME, SCHEMA_KEY = 1, 2
 
 
 def _inside_spans(starts: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -111,7 +118,7 @@ class Batch:
     targets: torch.Tensor   # [B, T] bool: the token is a training target
     segments: torch.Tensor | None = None   # [B, T] int16 (see Doc.segments); None: every row is one document
     positions: torch.Tensor | None = None  # [B, T] int64 (see tree_positions)
-    schema: torch.Tensor | None = None     # [B, T] bool (see Doc.schema); None when a document lacks it
+    schema: torch.Tensor | None = None     # [B, T] uint8 (see Doc.schema); None when a document lacks it
 
     def to(self, device: str) -> Batch:
         move = (lambda t: None if t is None else t.to(device))
@@ -169,7 +176,7 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
             tmask[r, :n] = docs[i].mask
         batch = Batch(torch.from_numpy(ids), torch.from_numpy(tmask))
         if all(docs[i].schema is not None for i in members):
-            schema = np.zeros((len(members), width), dtype=bool)
+            schema = np.zeros((len(members), width), dtype=np.uint8)
             for r, i in enumerate(members):
                 schema[r, :len(docs[i].ids)] = docs[i].schema
             batch.schema = torch.from_numpy(schema)
@@ -260,7 +267,7 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
 
 def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
                 text_decision_weight: float | None = None, call_token_id: int | None = None,
-                schema_weight: float = 1.0) -> torch.Tensor:
+                schema_weight: float = 1.0, schema_names_only: bool = False) -> torch.Tensor:
     """Next-token loss where the *target* is an assistant token.
 
     ``decision_weight`` weighs the first token of each assistant turn, the one that decides between a tool
@@ -274,6 +281,8 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     ``schema_weight`` weighs the targets of a tool call's name and argument keys (``Batch.schema``). Why: a
     call's schema validity rests on those few tokens (a name from the offered list, that tool's parameter names),
     and most schema failures of the shipped runs are names of tools that are not offered or unknown keys.
+    ``schema_names_only`` weighs the names alone: the keys are a quarter of all targets, and weighing them too
+    takes a large share of the loss from the argument values (MODEL_CARD.md, "ninth session").
     In a shared-prefix row the token after a continuation's last one is the next continuation's
     ``<|im_start|>``, never a target, so no loss crosses from one continuation into another.
     """
@@ -301,7 +310,9 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     if schema_weight != 1.0:
         if batch.schema is None:
             raise ValueError("schema_weight needs the batch's schema mask (documents encoded by encode_all)")
-        other_weight = torch.where(batch.schema[:, 1:][keep], schema_weight, 1.0).to(losses.dtype)
+        codes = batch.schema[:, 1:][keep]
+        marked = codes == SCHEMA_NAME if schema_names_only else codes > 0
+        other_weight = torch.where(marked, schema_weight, 1.0).to(losses.dtype)
     weights = torch.where(first, first_weight, other_weight)
     return (losses * weights).sum() / weights.sum()
 
@@ -388,7 +399,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
 RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs", "lr", "warmup", "optimizer",
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
-                  "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight")
+                  "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight",
+                  "schema_names_only")
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
@@ -463,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--schema-weight", type=float, default=1.0,
                     help="loss weight of a tool call's name and argument-key tokens (default 1: the shipped recipe "
                          "weighs them like any other target)")
+    ap.add_argument("--schema-names-only", action="store_true",
+                    help="--schema-weight weighs the call's name tokens alone, not the argument keys")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
@@ -597,7 +611,7 @@ def main(argv: list[str] | None = None) -> None:
             for g in opt.param_groups:
                 g["lr"] = lr
         loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id,
-                           args.schema_weight)
+                           args.schema_weight, args.schema_names_only)
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -12,7 +12,7 @@ from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, schema_
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
-from training.train import Batch, bucket_batches, encode, encode_all, masked_loss
+from training.train import SCHEMA_KEY, SCHEMA_NAME, Batch, bucket_batches, encode, encode_all, masked_loss
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +167,7 @@ def test_schema_spans_are_the_call_name_and_every_argument_key_only():
                                                "x y": None, "note": "k:"}) + "<|im_end|>"
     assert [text[a:b] for a, b in schema_spans(text)] == [
         '"get_weather"', '"city"', '"opts"', '"unit"', '"n"', '"x y"', '"note"']
+    assert [text[a:b] for a, b in schema_spans(text, keys=False)] == ['"get_weather"']
     assert schema_spans("<|im_start|>assistant\nNo tool fits that.<|im_end|>") == []
 
 
@@ -176,12 +177,13 @@ def test_schema_mask_marks_supervised_name_and_key_tokens(convs, tok):
     for conv in convs[:20]:
         text = conv.text()
         doc = encode_all(tok, [text])[0]
-        assert not (doc.schema & ~doc.mask).any()
-        marked = tok.decode(doc.ids[doc.schema].tolist(), skip_special_tokens=False).replace('"', "")
+        assert not ((doc.schema > 0) & ~doc.mask).any()
+        marked = tok.decode(doc.ids[doc.schema > 0].tolist(), skip_special_tokens=False).replace('"', "")
+        names = tok.decode(doc.ids[doc.schema == SCHEMA_NAME].tolist(), skip_special_tokens=False)
         last = conv.messages[-1]
         if last.get("tool_calls"):
             fn = last["tool_calls"][0]["function"]
-            assert fn["name"] in marked
+            assert fn["name"] in marked and fn["name"] in names
             for key in json.loads(fn["arguments"]):
                 assert key in marked
             for value in json.loads(fn["arguments"]).values():
@@ -189,24 +191,28 @@ def test_schema_mask_marks_supervised_name_and_key_tokens(convs, tok):
                     assert value not in marked
         else:
             assert not doc.schema.any()
+    assert sum(int((d.schema == SCHEMA_KEY).sum()) for d in encode_all(tok, [c.text() for c in convs[:20]])) > 0
 
 
 def test_schema_weight_weighs_name_and_key_targets():
+    """Names and keys get ``schema_weight``; with ``schema_names_only`` the names alone."""
     m = _one_layer_model()
     ids = torch.randint(0, 64, (1, 12))
     tmask = torch.zeros(1, 12, dtype=torch.bool)
     tmask[0, 3:9] = True
-    schema = torch.zeros(1, 12, dtype=torch.bool)
-    schema[0, 4:6] = True  # targets 4 and 5 are a name's tokens
+    schema = torch.zeros(1, 12, dtype=torch.uint8)
+    schema[0, 4:6] = SCHEMA_NAME  # targets 4 and 5 are a name's tokens
+    schema[0, 7] = SCHEMA_KEY     # target 7 is a key's
     batch = Batch(ids, tmask, schema=schema)
     with torch.no_grad():
         per_token = torch.nn.functional.cross_entropy(m(ids)[0][:-1], ids[0, 1:], reduction="none")
-        weighted = masked_loss(m, batch, decision_weight=5.0, schema_weight=3.0)
+        both = masked_loss(m, batch, decision_weight=5.0, schema_weight=3.0)
+        names = masked_loss(m, batch, decision_weight=5.0, schema_weight=3.0, schema_names_only=True)
         torch.testing.assert_close(masked_loss(m, batch, decision_weight=5.0, schema_weight=1.0),
                                    masked_loss(m, Batch(ids, tmask), decision_weight=5.0))
-    weights = torch.tensor([5.0, 3, 3, 1, 1, 1])
-    expected = (per_token[[t - 1 for t in range(3, 9)]] * weights).sum() / weights.sum()
-    torch.testing.assert_close(weighted, expected, rtol=1e-5, atol=1e-6)
+    picked = per_token[[t - 1 for t in range(3, 9)]]
+    for loss, weights in ((both, torch.tensor([5.0, 3, 3, 1, 3, 1])), (names, torch.tensor([5.0, 3, 3, 1, 1, 1]))):
+        torch.testing.assert_close(loss, (picked * weights).sum() / weights.sum(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="schema mask"):
         masked_loss(m, Batch(ids, tmask), schema_weight=3.0)
 
@@ -215,7 +221,7 @@ def test_batches_carry_the_schema_mask(convs, tok):
     docs = encode_all(tok, [c.text() for c in convs])
     batches = bucket_batches(docs, 2048, pad_id=0, seed=0)
     assert sum(int(b.schema.sum()) for b in batches) == sum(int(d.schema.sum()) for d in docs) > 0
-    assert all(not (b.schema & ~b.targets).any() for b in batches)
+    assert all(not ((b.schema > 0) & ~b.targets).any() for b in batches)
 
 
 @pytest.mark.parametrize("argv, message", [
