@@ -121,22 +121,21 @@ _CALL_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r'\{"name": ("[^"]*"), "arg
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
 
 
-def schema_spans(text: str, keys: bool = True) -> list[tuple[int, int]]:
-    """Character spans, quotes included, of each tool call's name and of every key in its arguments.
+def call_name_and_key_spans(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Character spans, quotes included, of each tool call's name, and of every key in its arguments (nested ones
+    too): two disjoint lists, each in text order, from one pass over the text.
 
     These are the tokens a call's schema validity rests on (a name from the offered list; the parameter names of
-    that tool, nested ones too); the values come from the request. ``training.train --schema-weight`` weighs them.
-    With ``keys`` False, only the names.
+    that tool); the values come from the request. ``training.train --schema-weight`` weighs them.
     """
-    spans: list[tuple[int, int]] = []
+    names: list[tuple[int, int]] = []
+    keys: list[tuple[int, int]] = []
     for block in _CALL_BLOCK.finditer(text):
-        spans.append(block.span(1))
-        if not keys:
-            continue
+        names.append(block.span(1))
         start = block.start(2)
-        spans += [(start + m.start(), start + m.end() - len(m.group(1))) for m in _JSON_STRING.finditer(block.group(2))
-                  if m.group(1)]
-    return spans
+        keys += [(start + m.start(), start + m.end() - len(m.group(1))) for m in _JSON_STRING.finditer(block.group(2))
+                 if m.group(1)]
+    return names, keys
 
 
 def tool_call_text(name: str, arguments: dict[str, Any]) -> str:

@@ -29,7 +29,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
-from training.chat_format import TOOL_CALL_OPEN, assistant_spans, schema_spans
+from training.chat_format import TOOL_CALL_OPEN, assistant_spans, call_name_and_key_spans
 from training.augment import RENAME_STYLES
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
@@ -46,7 +46,7 @@ class Doc:
     #: continuations that each follow the prefix alone (a :class:`ConversationGroup`); None: plain document
     segments: np.ndarray | None = None
     #: uint8 per token (``SCHEMA_NAME``, ``SCHEMA_KEY`` or 0): a target inside a tool call's name or one of its
-    #: argument keys (``schema_spans``); None: not computed
+    #: argument keys (``call_name_and_key_spans``); None: not computed
     schema: np.ndarray | None = None
 
 
@@ -83,8 +83,9 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     for text, enc in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
         mask = _inside_spans(starts, assistant_spans(text))
-        in_name = mask & _inside_spans(starts, schema_spans(text, keys=False))
-        in_key = mask & _inside_spans(starts, schema_spans(text)) & ~in_name
+        name_spans, key_spans = call_name_and_key_spans(text)
+        in_name = mask & _inside_spans(starts, name_spans)
+        in_key = mask & _inside_spans(starts, key_spans)
         schema = (in_name * SCHEMA_NAME + in_key * SCHEMA_KEY).astype(np.uint8)
         branches = branch_starts[len(docs)] if branch_starts else []
         segments = np.searchsorted(np.asarray(branches, dtype=np.int64), starts, side="right").astype(np.int16) \

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.chat_format import CHAT_TEMPLATE, assistant_spans, render, schema_spans, tool_call_text
+from training.chat_format import CHAT_TEMPLATE, assistant_spans, call_name_and_key_spans, render, tool_call_text
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
@@ -161,18 +161,19 @@ def test_text_decision_weight_weighs_only_answers_that_start_in_text():
         masked_loss(m, batch, decision_weight=5.0, text_decision_weight=10.0)
 
 
-def test_schema_spans_are_the_call_name_and_every_argument_key_only():
+def test_call_name_and_key_spans_are_the_name_and_every_argument_key_only():
     """Keys nested in objects count; values never do, even one that holds quotes and a colon."""
     text = "x" + tool_call_text("get_weather", {"city": 'a: "b"', "opts": {"unit": "c", "n": [1, 2]},
                                                "x y": None, "note": "k:"}) + "<|im_end|>"
-    assert [text[a:b] for a, b in schema_spans(text)] == [
+    names, keys = call_name_and_key_spans(text)
+    assert [text[a:b] for a, b in names + keys] == [
         '"get_weather"', '"city"', '"opts"', '"unit"', '"n"', '"x y"', '"note"']
-    assert [text[a:b] for a, b in schema_spans(text, keys=False)] == ['"get_weather"']
-    assert schema_spans("<|im_start|>assistant\nNo tool fits that.<|im_end|>") == []
+    assert [text[a:b] for a, b in names] == ['"get_weather"']
+    assert call_name_and_key_spans("<|im_start|>assistant\nNo tool fits that.<|im_end|>") == ([], [])
 
 
 def test_schema_mask_marks_supervised_name_and_key_tokens(convs, tok):
-    """``Doc.schema`` is the targets inside ``schema_spans``: names and keys of the answer's call, never the prompt's
+    """``Doc.schema`` is the targets inside ``call_name_and_key_spans``: names and keys of the answer's call, never the prompt's
     tool list (which holds the same words) and never argument values."""
     for conv in convs[:20]:
         text = conv.text()
