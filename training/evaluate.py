@@ -29,7 +29,9 @@ import httpx
 
 from reference_engine.launch import start_server
 from verifier import stats
-from verifier.agent_runner import Conversation, context_sizes_in
+from verifier.agent_runner import Conversation, is_context_error, send_step
+from verifier.client import EndpointClient
+from verifier.records import EndpointConfig
 from verifier.suite_format import ToolcallCase, load_jsonl, parse_case
 from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
 
@@ -193,17 +195,19 @@ def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
 
 
 async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) -> list[AgentResult]:
-    """Drive each scenario step by step, managing the context as the verifier's agent runner does.
+    """Drive each scenario step by step, keeping its context as the verifier's agent runner does.
 
     The system prompt and goal are always sent; when the engine refuses a prompt as longer than the model's
-    context, the oldest turns are dropped (``verifier.agent_runner.Conversation``: the same window, learnt from
-    the same error, kept for later scenarios) and the step is re-sent. Why: verifier-tiny was trained on
-    documents of at most 1,024 tokens, cut the same way (system, goal, the latest calls), and sending it longer
-    prompts measures positions it never saw, not the agent (MODEL_CARD.md, "eighth session").
+    context, the oldest turns are dropped and the step is re-sent (``verifier.agent_runner.send_step``, the
+    runner's own function; the window learnt from the error is kept for later scenarios, as the runner keeps it
+    per endpoint). Why: verifier-tiny was trained on documents of at most 1,024 tokens, cut the same way
+    (system, goal, the latest calls), and sending it longer prompts measures positions it never saw, not the
+    agent (MODEL_CARD.md, "eighth session").
     """
     learned_window: int | None = None  # the narrowest window learnt from a context error, for every scenario
+    request = {"temperature": 0, "max_tokens": max_tokens}
 
-    async def one(client: httpx.AsyncClient, sc: Any) -> AgentResult:
+    async def one(client: EndpointClient, sc: Any) -> AgentResult:
         nonlocal learned_window
         env = sc.make_env()
         tools = env.tools()
@@ -213,47 +217,37 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
         stop = "budget"
         steps = 0
         for steps in range(1, sc.step_budget + 1):
-            window = learned_window
-            conv.trim(window)
-            resp = None
-            for _ in range(4):  # the first try and at most three re-sends after trimming, as the runner allows
-                sent_chars = conv.chars()
-                try:
-                    resp = await _chat(client, base_url, {"messages": conv.messages(), "tools": tools,
-                                                          "temperature": 0, "max_tokens": max_tokens})
-                    break
-                except httpx.HTTPStatusError as exc:
-                    if exc.response.status_code != 400 or "context_length_exceeded" not in exc.response.text:
-                        raise
-                    if len(conv.turns) <= 1:
-                        break
-                    context_len, prompt_tokens = context_sizes_in(exc.response.text)
-                    window = conv.window_after_context_error(context_len, prompt_tokens, sent_chars, max_tokens,
-                                                             window)
-                    learned_window = min(learned_window or window, window)
-                    conv.trim(window)
-            if resp is None:  # even the latest turn alone does not fit: the trajectory ends here
-                stop = "context_limit"
+            sent = await send_step(conv, client.chat, {"tools": tools, **request}, window=learned_window,
+                                   max_tokens=max_tokens)
+            ex = sent.exchange
+            if sent.context_retries:
+                learned_window = min(learned_window or sent.window, sent.window)
+            if not ex.ok:
+                if not is_context_error(ex):
+                    raise RuntimeError(f"{base_url}: agent step of {sc.id} failed: {ex.error_message}")
+                stop = "context_limit"  # even the latest turn alone does not fit: the trajectory ends here
                 transcript.append("stop: context limit")
                 break
-            conv.calibrate(resp.get("usage", {}).get("prompt_tokens"), sent_chars)
-            msg = resp["choices"][0]["message"]
-            calls = msg.get("tool_calls") or []
-            if not calls:
+            conv.calibrate(ex.usage.prompt_tokens, sent.sent_chars)
+            if not ex.tool_calls:
                 stop = "answered"
-                transcript.append(f"final: {(msg.get('content') or '')[:80]}")
+                transcript.append(f"final: {(ex.content or '')[:80]}")
                 break
-            call = calls[0]
-            fn = call.get("function") or {}
-            outcome = env.call(fn.get("name") or "", fn.get("arguments") or "")
+            call = ex.tool_calls[0]
+            outcome = env.call(call.name or "", call.arguments or "")
             invalid += not outcome.valid
-            transcript.append(f"{fn.get('name')}({fn.get('arguments')}) -> {outcome.result_text[:60]}")
-            conv.add_turn([{"role": "assistant", "content": msg.get("content"), "tool_calls": [call]},
-                           {"role": "tool", "tool_call_id": call.get("id") or "call_0",
-                            "content": outcome.result_text}])
+            transcript.append(f"{call.name}({call.arguments}) -> {outcome.result_text[:60]}")
+            call_id = call.id or "call_0"
+            conv.add_turn([{"role": "assistant", "content": ex.content, "tool_calls": [
+                               {"id": call_id, "type": "function",
+                                "function": {"name": call.name or "", "arguments": call.arguments}}]},
+                           {"role": "tool", "tool_call_id": call_id, "content": outcome.result_text}])
         return AgentResult(sc.id, sc.horizon, env.check(), steps, invalid, stop, transcript, conv.dropped)
 
-    async with httpx.AsyncClient(timeout=600) as client:
+    # one attempt per request: a transport error here is a broken measurement, not something to retry past
+    config = EndpointConfig(name="engine", base_url=base_url, model=MODEL_ID[base_url],
+                            concurrency=max(1, len(scenarios)), timeout=600, max_attempts=1)
+    async with EndpointClient(config) as client:
         return list(await asyncio.gather(*(one(client, s) for s in scenarios)))
 
 

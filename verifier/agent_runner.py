@@ -45,7 +45,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from suites.agent.base import INVALID_KINDS
 from suites.agent.scenarios import Scenario, builtin_suite, content_hash, load_scenario_file
@@ -229,6 +229,52 @@ class Conversation:
         return max(1, min(window or target, target))
 
 
+#: re-sends of one step after trimming for a context-length error (the first try not counted)
+MAX_CONTEXT_RETRIES = 3
+
+
+@dataclass
+class SentStep:
+    """One agent step's request as finally sent, and what keeping its prompt inside the window took."""
+
+    exchange: Exchange
+    messages: int  # messages in the prompt sent last
+    sent_chars: int  # its size (``Conversation.chars``)
+    window: int | None  # the prompt window in force after the step: narrower than before if a context error taught it
+    dropped: int  # turns trimmed for this step
+    context_retries: int
+    context_error: str | None  # the last context-length error's message (first 200 characters), if any
+
+
+async def send_step(conv: Conversation, chat: Callable[[dict[str, Any]], Awaitable[Exchange]],
+                    request: dict[str, Any], *, window: int | None, max_tokens: int,
+                    trim_on_error: bool = True) -> SentStep:
+    """Trim ``conv`` to ``window``, send it with ``request`` (tools, sampling), and when the endpoint refuses the
+    prompt as too long, narrow the window from what the error says, trim and re-send, at most
+    ``MAX_CONTEXT_RETRIES`` times.
+
+    Why one function: the verifier's agent runner and ``training.evaluate`` (which measures the shipped model)
+    must keep an agent's context the same way, or the model card's horizon figures would measure another
+    policy than ``verifier run`` does.
+    """
+    dropped = conv.trim(window)
+    retries, error = 0, None
+    while True:
+        sent_chars = conv.chars()
+        messages = conv.messages()
+        ex = await chat({"messages": messages, **request})
+        if ex.ok or not is_context_error(ex):
+            break
+        error = (ex.error_message or "")[:200]
+        if not trim_on_error or len(conv.turns) <= 1 or retries >= MAX_CONTEXT_RETRIES:
+            break
+        retries += 1
+        ctx_len, prompt_tokens = context_error_sizes(ex)
+        window = conv.window_after_context_error(ctx_len, prompt_tokens, sent_chars, max_tokens, window)
+        dropped += conv.trim(window)
+    return SentStep(ex, len(messages), sent_chars, window, dropped, retries, error)
+
+
 @dataclass
 class _TrialPlan:
     scenario: Scenario
@@ -321,40 +367,25 @@ class AgentKind:
         used_ids: set[str] = set()
         # a window learnt from this endpoint's context error applies to its later trials too (not to others)
         window = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
+        request = {"tools": tools, "temperature": opts.temperature, "max_tokens": opts.max_tokens}
         for step in range(scenario.step_budget):
-            dropped = conv.trim(window)
-            context_retries, context_error = 0, None
-            while True:
-                sent_chars = conv.chars()
-                body = {
-                    "messages": conv.messages(),
-                    "tools": tools,
-                    "temperature": opts.temperature,
-                    "max_tokens": opts.max_tokens,
-                }
-                ex = await client.chat(body)
-                if ex.ok or not is_context_error(ex):
-                    break
-                context_error = (ex.error_message or "")[:200]
-                if opts.on_context_error != "trim" or len(conv.turns) <= 1 or context_retries >= 3:
-                    break
-                context_retries += 1
-                ctx_len, prompt_tokens = context_error_sizes(ex)
-                window = conv.window_after_context_error(ctx_len, prompt_tokens, sent_chars, opts.max_tokens, window)
+            sent = await send_step(conv, client.chat, request, window=window, max_tokens=opts.max_tokens,
+                                   trim_on_error=opts.on_context_error == "trim")
+            ex, window = sent.exchange, sent.window
+            if sent.context_retries:
                 learned[plan.endpoint] = min(learned.get(plan.endpoint, window), window)
-                dropped += conv.trim(window)
             extra: dict[str, Any] = {
                 "attempt": plan.attempt, "env": scenario.env, "horizon": scenario.horizon,
-                "messages": len(body["messages"]), "trimmed_turns": dropped, "prompt_chars": sent_chars,
+                "messages": sent.messages, "trimmed_turns": sent.dropped, "prompt_chars": sent.sent_chars,
             }
-            if context_retries or context_error:
-                extra.update(context_retries=context_retries, context_error=context_error)
+            if sent.context_retries or sent.context_error:
+                extra.update(context_retries=sent.context_retries, context_error=sent.context_error)
             stop: str | None = None
             if not ex.ok:
                 stop = "context_limit" if is_context_error(ex) else "endpoint_error"
                 extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
             else:
-                conv.calibrate(ex.usage.prompt_tokens, sent_chars)
+                conv.calibrate(ex.usage.prompt_tokens, sent.sent_chars)
                 if not ex.tool_calls:
                     # a reply cut off by max_tokens is not an answer: often a tool call that never closed
                     stop = "truncated_reply" if ex.finish_reason == "length" else "final_answer"

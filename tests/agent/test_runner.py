@@ -231,3 +231,27 @@ async def test_repeated_or_missing_tool_call_ids_are_made_unique(tmp_path: Path)
     _, _, recs, _ = await run_suite(tmp_path, same_id, str(path), {})
     assert [r.extra.get("stop_reason") for r in recs] == [None, None, "final_answer"]
     assert all(r.extra["n_calls"] == 2 for r in recs[:2])
+
+
+async def test_send_step_resends_at_most_three_times_with_a_narrowing_window() -> None:
+    """The trim-and-resend policy that the runner and ``training.evaluate`` share: each context error narrows
+    the window and drops turns, and the fourth refusal ends the step with the error, not a fifth send."""
+    from verifier.agent_runner import MAX_CONTEXT_RETRIES, Conversation, send_step
+    from verifier.records import Exchange
+
+    conv = Conversation(scenario("tickets", 25, seed=1), tools=[])
+    for i in range(40):
+        conv.add_turn([{"role": "assistant", "content": f"step {i} " * 20}, {"role": "tool", "content": "ok " * 30}])
+    sizes: list[int] = []
+
+    async def refuse(body: dict) -> Exchange:
+        sizes.append(len(body["messages"]))
+        return Exchange(request_hash="x", status=400, error_class="client_error",
+                        error_message="This model's maximum context length is 4096 tokens.")
+
+    sent = await send_step(conv, refuse, {"max_tokens": 64}, window=None, max_tokens=64)
+    assert len(sizes) == 1 + MAX_CONTEXT_RETRIES == 4
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] < sizes[0]
+    assert sent.context_retries == 3 and sent.dropped == conv.dropped > 0 and sent.messages == sizes[-1]
+    assert sent.window is not None and sent.window < 4096 and "maximum context length" in sent.context_error
+    assert not sent.exchange.ok
