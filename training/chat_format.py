@@ -30,7 +30,16 @@ SPECIAL_TOKENS = [PAD_TOKEN, IM_START, IM_END]
 #: Markers that must survive decoding (the engine's tool-call parser looks for them in the text).
 MARKER_TOKENS = [TOOL_CALL_OPEN, TOOL_CALL_CLOSE, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE]
 
-CHAT_TEMPLATE = (
+#: Where the offered tools are rendered (``training.train --tool-list-at``). ``system``: in the system turn, before
+#: the conversation, as most chat templates do. ``first-user``: after the first user message's text, in that turn
+#: (Llama 3.1's template can put them in the first user message, Mistral's next to the request). Why the second: a
+#: causal model reads the tool list *after* the request there, so each tool's tokens can already be compared with
+#: the request, and deciding whether any offered tool fits no longer rests on the first answer token alone. It
+#: stays at the first user message, not the last, so a conversation's rendered prefix never changes as it grows
+#: (prompt caching, shared-prefix training groups).
+TOOL_LIST_PLACES = ("system", "first-user")
+
+_MACROS = (
     "{% macro text(c) %}"
     "{% if c is string %}{{ c }}"
     "{% elif c %}{% for p in c %}{% if p.text is defined %}{{ p.text }}{% endif %}{% endfor %}"
@@ -50,12 +59,9 @@ CHAT_TEMPLATE = (
     "{{ k }}{{ '' if k in req else '?' }}:{{ ptype(v) }}{{ ', ' if not loop.last else '' }}"
     "{% endfor %}"
     "{% endmacro %}"
-    "{% set ns = namespace(start=0) %}"
-    "{% if messages and messages[0].role == 'system' %}{% set ns.start = 1 %}{% endif %}"
-    "{% if tools or ns.start == 1 %}"
-    "<|im_start|>system\n"
-    "{% if ns.start == 1 %}{{ text(messages[0].content) }}{{ '\\n' }}{% endif %}"
-    "{% if tools %}"
+)
+#: the offered tools, one compact signature per line
+_TOOL_LIST = (
     "Tools:\n"
     "{% for t in tools %}"
     "{% set f = t.function if t.function is defined else t %}"
@@ -64,29 +70,74 @@ CHAT_TEMPLATE = (
     ")"
     "{{ '\\n' }}"
     "{% endfor %}"
-    "{% endif %}"
-    "<|im_end|>\n"
-    "{% endif %}"
-    "{% for m in messages[ns.start:] %}"
-    "{% if m.role == 'tool' %}"
-    "<|im_start|>tool\n<tool_response>{{ text(m.content) }}</tool_response><|im_end|>\n"
-    "{% elif m.role == 'assistant' %}"
-    "<|im_start|>assistant\n{{ text(m.content) }}"
-    "{% if m.tool_calls is defined and m.tool_calls %}"
-    "{% for tc in m.tool_calls %}"
-    "{% set fn = tc.function if tc.function is defined else tc %}"
-    "<tool_call>{\"name\": \"{{ fn.name }}\", \"arguments\": "
-    "{% if fn.arguments is string %}{{ fn.arguments }}{% else %}{{ fn.arguments | tojson }}{% endif %}"
-    "{{ '}' }}</tool_call>"
-    "{% endfor %}"
-    "{% endif %}"
-    "<|im_end|>\n"
-    "{% else %}"
-    "<|im_start|>{{ m.role }}\n{{ text(m.content) }}<|im_end|>\n"
-    "{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def _message_turns(first_user_turn: str = "") -> str:
+    """Every message after the system one; ``first_user_turn`` is an ``elif`` branch rendering the first user
+    message its own way (empty: like any other message)."""
+    return (
+        "{% for m in messages[ns.start:] %}"
+        "{% if m.role == 'tool' %}"
+        "<|im_start|>tool\n<tool_response>{{ text(m.content) }}</tool_response><|im_end|>\n"
+        "{% elif m.role == 'assistant' %}"
+        "<|im_start|>assistant\n{{ text(m.content) }}"
+        "{% if m.tool_calls is defined and m.tool_calls %}"
+        "{% for tc in m.tool_calls %}"
+        "{% set fn = tc.function if tc.function is defined else tc %}"
+        "<tool_call>{\"name\": \"{{ fn.name }}\", \"arguments\": "
+        "{% if fn.arguments is string %}{{ fn.arguments }}{% else %}{{ fn.arguments | tojson }}{% endif %}"
+        "{{ '}' }}</tool_call>"
+        "{% endfor %}"
+        "{% endif %}"
+        "<|im_end|>\n"
+        + first_user_turn +
+        "{% else %}"
+        "<|im_start|>{{ m.role }}\n{{ text(m.content) }}<|im_end|>\n"
+        "{% endif %}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+
+#: ``system`` (the shipped checkpoint's template): the system turn holds the system prompt and the tools
+CHAT_TEMPLATE = _MACROS + (
+    "{% set ns = namespace(start=0) %}"
+    "{% if messages and messages[0].role == 'system' %}{% set ns.start = 1 %}{% endif %}"
+    "{% if tools or ns.start == 1 %}"
+    "<|im_start|>system\n"
+    "{% if ns.start == 1 %}{{ text(messages[0].content) }}{{ '\\n' }}{% endif %}"
+    "{% if tools %}" + _TOOL_LIST + "{% endif %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+) + _message_turns()
+
+#: ``first-user``: the system turn holds the system prompt only (and the tools when no user message follows)
+FIRST_USER_CHAT_TEMPLATE = _MACROS + (
+    "{% set ns = namespace(start=0, first_user=-1) %}"
+    "{% if messages and messages[0].role == 'system' %}{% set ns.start = 1 %}{% endif %}"
+    "{% for m in messages %}{% if m.role == 'user' and ns.first_user < 0 %}{% set ns.first_user = loop.index0 %}"
+    "{% endif %}{% endfor %}"
+    "{% set tools_in_system = tools and ns.first_user < 0 %}"
+    "{% if tools_in_system or ns.start == 1 %}"
+    "<|im_start|>system\n"
+    "{% if ns.start == 1 %}{{ text(messages[0].content) }}{{ '\\n' }}{% endif %}"
+    "{% if tools_in_system %}" + _TOOL_LIST + "{% endif %}"
+    "<|im_end|>\n"
+    "{% endif %}"
+) + _message_turns(
+    "{% elif tools and loop.index0 + ns.start == ns.first_user %}"
+    "<|im_start|>user\n{{ text(m.content) }}{{ '\\n' }}" + _TOOL_LIST + "<|im_end|>\n"
+)
+
+
+def chat_template(tool_list_at: str = "system") -> str:
+    """The chat template that renders the offered tools at ``tool_list_at`` (one of :data:`TOOL_LIST_PLACES`)."""
+    if tool_list_at == "system":
+        return CHAT_TEMPLATE
+    if tool_list_at == "first-user":
+        return FIRST_USER_CHAT_TEMPLATE
+    raise ValueError(f"tool list place must be one of {TOOL_LIST_PLACES}, not {tool_list_at!r}")
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, separators=None,
@@ -98,16 +149,17 @@ def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None, s
 # the same environment HF's apply_chat_template (and the reference engine) use
 _ENV = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
 _ENV.filters["tojson"] = _tojson
-_COMPILED = _ENV.from_string(CHAT_TEMPLATE)
+_COMPILED = {template: _ENV.from_string(template) for template in (CHAT_TEMPLATE, FIRST_USER_CHAT_TEMPLATE)}
 
 #: An assistant turn's supervised span: everything after the header, up to and including <|im_end|>.
 _ASSISTANT_SPAN = re.compile(re.escape(IM_START) + r"assistant\n(.*?" + re.escape(IM_END) + ")", re.S)
 
 
 def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-           add_generation_prompt: bool = False) -> str:
-    """Render a conversation exactly as the shipped template does."""
-    return _COMPILED.render(messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt)
+           add_generation_prompt: bool = False, template: str = CHAT_TEMPLATE) -> str:
+    """Render a conversation exactly as ``template`` (one of this module's; default the ``system`` one) does."""
+    return _COMPILED[template].render(messages=messages, tools=tools or None,
+                                      add_generation_prompt=add_generation_prompt)
 
 
 def assistant_spans(text: str) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from training.augment import (apply_renaming, perturb_request, rename_tools, scramble_values, small_talk,
                               tool_renaming)
-from training.chat_format import IM_START, assistant_tool_message, render
+from training.chat_format import CHAT_TEMPLATE, IM_START, assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
 AGENT_TRAIN_SEED_BASE = 100_000
@@ -53,13 +53,13 @@ class Conversation:
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def text(self) -> str:
-        return render(self.messages, self.tools)
+    def text(self, template: str = CHAT_TEMPLATE) -> str:
+        return render(self.messages, self.tools, template=template)
 
-    def text_and_starts(self) -> tuple[str, list[int]]:
+    def text_and_starts(self, template: str = CHAT_TEMPLATE) -> tuple[str, list[int]]:
         """The training text, and where continuations of a shared prefix start in it: none here (see
         :class:`ConversationGroup`)."""
-        return self.text(), []
+        return self.text(template), []
 
 
 #: where a conversation's final request begins in its rendered text (the shared prefix of a group ends there)
@@ -79,12 +79,12 @@ class ConversationGroup:
     members: list[Conversation]
     source: str = ""
 
-    def parts(self) -> tuple[str, list[str]]:
+    def parts(self, template: str = CHAT_TEMPLATE) -> tuple[str, list[str]]:
         """(shared prefix text, each member's final exchange text)."""
         prefix = ""
         finals = []
         for c in self.members:
-            full = c.text()
+            full = c.text(template)
             cut = full.rindex(FINAL_REQUEST_MARK)
             if finals and full[:cut] != prefix:
                 raise ValueError(f"group members differ before their final request ({self.source})")
@@ -92,10 +92,10 @@ class ConversationGroup:
             finals.append(full[cut:])
         return prefix, finals
 
-    def text_and_starts(self) -> tuple[str, list[int]]:
+    def text_and_starts(self, template: str = CHAT_TEMPLATE) -> tuple[str, list[int]]:
         """The training text and the character offset at which each member's final exchange begins in it,
         from one rendering of the members (corpus preparation is paid for out of the training budget)."""
-        prefix, finals = self.parts()
+        prefix, finals = self.parts(template)
         starts, at = [], len(prefix)
         for f in finals:
             starts.append(at)

@@ -29,11 +29,11 @@ def token_ids(tok: Tokenizer) -> dict[str, int]:
     return ids  # type: ignore[return-value]
 
 
-def tokenizer_config(tok: Tokenizer, model_max_length: int) -> dict:
+def tokenizer_config(tok: Tokenizer, model_max_length: int, chat_template: str = CHAT_TEMPLATE) -> dict:
     ids = token_ids(tok)
     return {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": chat_template,
         "bos_token": None,
         "eos_token": IM_END,
         "pad_token": PAD_TOKEN,
@@ -50,8 +50,10 @@ def tokenizer_config(tok: Tokenizer, model_max_length: int) -> dict:
     }
 
 
-def export_checkpoint(model: TinyLlama, tok: Tokenizer, out_dir: Path, *, metadata: dict[str, str] | None = None) -> Path:
-    """Write the checkpoint folder; raises if model.safetensors would exceed the 20 MB budget."""
+def export_checkpoint(model: TinyLlama, tok: Tokenizer, out_dir: Path, *, metadata: dict[str, str] | None = None,
+                      chat_template: str = CHAT_TEMPLATE) -> Path:
+    """Write the checkpoint folder, with the chat template the model was trained on; raises if
+    model.safetensors would exceed the 20 MB budget."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ids = token_ids(tok)
     eos, pad = ids[IM_END], ids[PAD_TOKEN]
@@ -65,7 +67,7 @@ def export_checkpoint(model: TinyLlama, tok: Tokenizer, out_dir: Path, *, metada
     (out_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tok.save(str(out_dir / "tokenizer.json"))
     (out_dir / "tokenizer_config.json").write_text(
-        json.dumps(tokenizer_config(tok, model.cfg.max_position_embeddings), indent=2) + "\n")
+        json.dumps(tokenizer_config(tok, model.cfg.max_position_embeddings, chat_template), indent=2) + "\n")
     gen = {"eos_token_id": [eos, pad], "pad_token_id": pad, "do_sample": False, "max_new_tokens": 256}
     (out_dir / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
     return out_dir

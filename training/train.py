@@ -29,7 +29,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
-from training.chat_format import TOOL_CALL_OPEN, assistant_spans, call_name_and_key_spans
+from training.chat_format import (TOOL_CALL_OPEN, TOOL_LIST_PLACES, assistant_spans, call_name_and_key_spans,
+                                  chat_template)
 from training.augment import RENAME_STYLES
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
@@ -55,9 +56,12 @@ def encode(tok: Tokenizer, text: str) -> Doc:
     return encode_all(tok, [text])[0]
 
 
-def document_texts(items: list[Conversation | ConversationGroup]) -> tuple[list[str], list[list[int]]]:
-    """Each corpus item's training text, and where its continuations start (empty for a plain document)."""
-    pairs = [item.text_and_starts() for item in items]
+def document_texts(items: list[Conversation | ConversationGroup],
+                   template: str | None = None) -> tuple[list[str], list[list[int]]]:
+    """Each corpus item's training text (rendered by ``template``, default the ``system`` one), and where its
+    continuations start (empty for a plain document)."""
+    template = template or chat_template()
+    pairs = [item.text_and_starts(template) for item in items]
     return [text for text, _ in pairs], [starts for _, starts in pairs]
 
 
@@ -333,7 +337,7 @@ def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Do
     if args.dump_corpus:
         dump_jsonl(convs, str(args.dump_corpus))
 
-    texts, branch_starts = document_texts(convs)
+    texts, branch_starts = document_texts(convs, chat_template(args.tool_list_at))
     tok = train_tokenizer(texts)
     docs = encode_all(tok, texts, branch_starts)
     return tok, docs
@@ -358,6 +362,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         key["wide_small_talk"] = True
     if args.agent_horizons != AGENT_HORIZONS:
         key["agent_horizons"] = list(args.agent_horizons)
+    if args.tool_list_at != "system":
+        key["tool_list_at"] = args.tool_list_at
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -401,7 +407,7 @@ RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
                   "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight",
-                  "schema_names_only")
+                  "schema_names_only", "tool_list_at")
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
@@ -486,6 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "4,6,8,10,12,14, the shipped recipe's). Longer ones show the longer tool results of long "
                          "tasks (a notes list of 10 words at 50) in documents of the same length; MODEL_CARD.md, "
                          "eighth session")
+    ap.add_argument("--tool-list-at", choices=TOOL_LIST_PLACES, default="system",
+                    help="where the chat template renders the offered tools: in the system turn, or after the first "
+                         "user message (training.chat_format.TOOL_LIST_PLACES says why); the checkpoint ships the "
+                         "template it was trained with")
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
     ap.add_argument("--rename-style", choices=RENAME_STYLES, default="variants",
@@ -544,6 +554,7 @@ def main(argv: list[str] | None = None) -> None:
     tok, docs = prepared_data(args) if args.prepared else corpus_data(args, t0)
     if args.prepare_only:
         return
+    template = chat_template(args.tool_list_at)
     pad_id = tok.token_to_id("<|endoftext|>")
     call_token_id = tok.token_to_id(TOOL_CALL_OPEN)
     too_long = sum(len(d.ids) > args.block for d in docs)
@@ -643,14 +654,16 @@ def main(argv: list[str] | None = None) -> None:
                 print(warning, flush=True)
                 warned = True
         if step % 200 == 199:
-            export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"})
+            export_checkpoint(model, tok, args.out, metadata={"step": str(step + 1), "final": "false"},
+                              chat_template=template)
     final = {"step": str(step + 1), "total_steps": str(total), "final": "true", **recipe_metadata(args)}
     if averaged is not None and args.raw_out:
-        export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"})
+        export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"}, chat_template=template)
     for decay, out_dir, average in averages[::-1]:  # the main average (first) last, as the run's final line
-        export_checkpoint(average.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)})
+        export_checkpoint(average.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)},
+                          chat_template=template)
     if averaged is None:
-        export_checkpoint(model, tok, args.out, metadata=final)
+        export_checkpoint(model, tok, args.out, metadata=final, chat_template=template)
     print(f"exported {args.out} after {(time.time() - t0) / 60:.1f} min total", flush=True)
 
 
