@@ -205,20 +205,19 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     agent (MODEL_CARD.md, "eighth session").
     """
     learned_window: int | None = None  # the narrowest window learnt from a context error, for every scenario
-    request = {"temperature": 0, "max_tokens": max_tokens}
 
     async def one(client: EndpointClient, sc: Any) -> AgentResult:
         nonlocal learned_window
         env = sc.make_env()
         tools = env.tools()
         conv = Conversation(sc, tools)
+        request = {"tools": tools, "temperature": 0, "max_tokens": max_tokens}
         invalid = 0
         transcript: list[str] = []
         stop = "budget"
         steps = 0
         for steps in range(1, sc.step_budget + 1):
-            sent = await send_step(conv, client.chat, {"tools": tools, **request}, window=learned_window,
-                                   max_tokens=max_tokens)
+            sent = await send_step(conv, client.chat, request, window=learned_window, max_tokens=max_tokens)
             ex = sent.exchange
             if sent.context_retries:
                 learned_window = min(learned_window or sent.window, sent.window)

@@ -29,8 +29,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 
-from training.chat_format import (TOOL_CALL_OPEN, TOOL_LIST_PLACES, assistant_spans, call_name_and_key_spans,
-                                  chat_template)
+from training.chat_format import (CHAT_TEMPLATE, TOOL_CALL_OPEN, TOOL_LIST_PLACES, assistant_spans,
+                                  call_name_and_key_spans, chat_template)
 from training.augment import RENAME_STYLES
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
@@ -57,10 +57,9 @@ def encode(tok: Tokenizer, text: str) -> Doc:
 
 
 def document_texts(items: list[Conversation | ConversationGroup],
-                   template: str | None = None) -> tuple[list[str], list[list[int]]]:
+                   template: str = CHAT_TEMPLATE) -> tuple[list[str], list[list[int]]]:
     """Each corpus item's training text (rendered by ``template``, default the ``system`` one), and where its
     continuations start (empty for a plain document)."""
-    template = template or chat_template()
     pairs = [item.text_and_starts(template) for item in items]
     return [text for text, _ in pairs], [starts for _, starts in pairs]
 
