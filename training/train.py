@@ -35,7 +35,7 @@ from training.augment import RENAME_STYLES
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
-from training.optim import OPTIMIZERS, build_optimizers
+from training.optim import NS_DTYPES, OPTIMIZERS, bfloat16_matmul_is_fast, build_optimizers
 from training.tokenizer_train import train_tokenizer
 
 
@@ -271,7 +271,8 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
 
 def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
                 text_decision_weight: float | None = None, call_token_id: int | None = None,
-                schema_weight: float = 1.0, schema_names_only: bool = False) -> torch.Tensor:
+                schema_weight: float = 1.0, schema_names_only: bool = False, context_weight: float = 0.0,
+                context_share: float = 1.0, pad_id: int | None = None) -> torch.Tensor:
     """Next-token loss where the *target* is an assistant token.
 
     ``decision_weight`` weighs the first token of each assistant turn, the one that decides between a tool
@@ -287,8 +288,14 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     and most schema failures of the shipped runs are names of tools that are not offered or unknown keys.
     ``schema_names_only`` weighs the names alone: the keys are a quarter of all targets, and weighing them too
     takes a large share of the loss from the argument values (MODEL_CARD.md, "ninth session").
+    ``context_weight`` adds the other tokens (system prompt, tool list, requests, tool results, turn headers; not
+    the padding, which ``pad_id`` names) as targets of that weight, a random ``context_share`` of them at each
+    step. Why: the model is trained from scratch, and predicting its context is four times as many targets per
+    step as the answers alone, for the cost of the LM head on the extra positions: tool names recur in the lists,
+    and ids and names recur from calls into tool results, so the context also teaches reading and copying.
     In a shared-prefix row the token after a continuation's last one is the next continuation's
-    ``<|im_start|>``, never a target, so no loss crosses from one continuation into another.
+    ``<|im_start|>``, never a target, so no loss crosses from one continuation into another (context targets
+    are refused there for that reason).
     """
     ids = batch.ids
     if batch.segments is None:
@@ -296,15 +303,24 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     else:
         hidden = model(ids[:, :-1], positions=batch.positions[:, :-1],
                        attn_mask=tree_mask(batch.segments[:, :-1]), hidden_only=True)
-    keep = batch.targets[:, 1:]
+    answer = batch.targets[:, 1:]
+    keep = answer
+    context = None
+    if context_weight > 0:
+        if batch.segments is not None or pad_id is None:
+            raise ValueError("context_weight needs pad_id and one document per row (no shared-prefix groups)")
+        context = (ids[:, 1:] != pad_id) & ~answer
+        if context_share < 1.0:
+            context &= torch.rand(context.shape, device=ids.device) < context_share
+        keep = answer | context
     targets = ids[:, 1:][keep]
     logits = model.lm_head(hidden[keep])
     if text_decision_weight is None:
         text_decision_weight = decision_weight
-    if decision_weight == 1.0 and text_decision_weight == 1.0 and schema_weight == 1.0:
+    if decision_weight == 1.0 and text_decision_weight == 1.0 and schema_weight == 1.0 and context is None:
         return F.cross_entropy(logits, targets)
     losses = F.cross_entropy(logits, targets, reduction="none")
-    first = (batch.targets[:, 1:] & ~batch.targets[:, :-1])[keep]  # a target whose predecessor is not one
+    first = (answer & ~batch.targets[:, :-1])[keep]  # an answer target whose predecessor is not one
     first_weight: torch.Tensor | float = decision_weight
     if text_decision_weight != decision_weight:
         if call_token_id is None:
@@ -318,6 +334,8 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
         marked = codes == SCHEMA_NAME if schema_names_only else codes > 0
         other_weight = torch.where(marked, schema_weight, 1.0).to(losses.dtype)
     weights = torch.where(first, first_weight, other_weight)
+    if context is not None:
+        weights = torch.where(context[keep], context_weight, weights)
     return (losses * weights).sum() / weights.sum()
 
 
@@ -406,7 +424,18 @@ RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
                   "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight",
-                  "schema_names_only", "tool_list_at")
+                  "schema_names_only", "tool_list_at", "muon_ns_dtype", "context_weight", "context_share")
+
+
+def parse_share(text: str) -> float:
+    """A share in (0, 1]; argparse reports the error as one line naming the option."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"share {text} is not a number in (0, 1]")
+    return value
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
@@ -462,6 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=OPTIMIZERS, default="muon",
                     help="muon (the shipped recipe since v6): Muon (training.optim.BatchedMuon) on the decoder "
                          "layers' matrices, AdamW on the rest, one learning rate; adamw: AdamW on everything (v5)")
+    ap.add_argument("--muon-ns-dtype", choices=tuple(NS_DTYPES), default="float32",
+                    help="precision of Muon's Newton-Schulz iteration: float32 (the shipped recipe) or bfloat16 (as "
+                         "torch.optim.Muon; faster on a CPU with bfloat16 matrix units, so more steps in the budget)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit-min", type=float, default=44.0,
@@ -483,6 +515,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "weighs them like any other target)")
     ap.add_argument("--schema-names-only", action="store_true",
                     help="--schema-weight weighs the call's name tokens alone, not the argument keys")
+    ap.add_argument("--context-weight", type=float, default=0.0,
+                    help="loss weight of the context's tokens (prompt, tool list, requests, tool results) as targets; "
+                         "0, the shipped recipe, trains on the answers alone (see masked_loss)")
+    ap.add_argument("--context-share", type=parse_share, default=1.0,
+                    help="share of the context's tokens drawn as targets at each step (0 < share <= 1): the LM head "
+                         "on every context position costs about a tenth of a step")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
@@ -529,6 +567,10 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.prepare_only and not args.prepared:
         ap.error("--prepare-only needs --prepared DIR")
+    if args.context_weight < 0:
+        ap.error(f"--context-weight must be 0 or more, not {args.context_weight}")
+    if args.context_weight and args.group_size > 1:
+        ap.error("--context-weight needs one document per row; it cannot be combined with --group-size > 1")
     if not 0.0 <= args.contrast_share <= 1.0:
         ap.error(f"--contrast-share must be between 0 and 1, not {args.contrast_share}")
     if args.contrast_share and args.group_size > 1:
@@ -580,7 +622,10 @@ def main(argv: list[str] | None = None) -> None:
     targets_per_batch = [int(b.targets.sum()) for b in batches]
     batches = [b.to(args.device) for b in batches]
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params {cfg}", flush=True)
-    optimizers = build_optimizers(model, args.optimizer, args.lr)
+    if args.muon_ns_dtype == "bfloat16" and args.device == "cpu" and not bfloat16_matmul_is_fast():
+        print("WARNING: --muon-ns-dtype bfloat16 on a CPU without bfloat16 matrix units is slower than float32",
+              flush=True)
+    optimizers = build_optimizers(model, args.optimizer, args.lr, NS_DTYPES[args.muon_ns_dtype])
     # the average lives beside the model and is what gets exported: late in the run each step still moves the
     # weights, and which step the clock stops at is luck; measured on v7's run, the average of the last thousand or
     # so steps named tools and copied values better than the last step (MODEL_CARD.md, fifth session)
@@ -622,7 +667,8 @@ def main(argv: list[str] | None = None) -> None:
             for g in opt.param_groups:
                 g["lr"] = lr
         loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id,
-                           args.schema_weight, args.schema_names_only)
+                           args.schema_weight, args.schema_names_only, args.context_weight, args.context_share,
+                           pad_id)
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -13,6 +13,7 @@ from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
 from training.train import SCHEMA_KEY, SCHEMA_NAME, Batch, bucket_batches, encode, encode_all, masked_loss
+from training.train import main as train_main
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +258,39 @@ def test_agent_horizons_draw_longer_tasks_cut_to_the_same_window(capsys) -> None
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--agent-horizons", "25,x"])
     assert "--agent-horizons: want comma-separated positive integers" in capsys.readouterr().err
+
+
+def test_context_weight_adds_the_context_tokens_and_never_the_padding():
+    """``context_weight``: every non-answer, non-padding target at that weight; the answers keep theirs."""
+    m = _one_layer_model()
+    pad = 0
+    ids = torch.randint(1, 64, (1, 12))
+    ids[0, 10:] = pad  # two padding tokens at the end of the row
+    tmask = torch.zeros(1, 12, dtype=torch.bool)
+    tmask[0, 6:10] = True  # the answer: targets 6-9
+    batch = Batch(ids, tmask)
+    with torch.no_grad():
+        per_token = torch.nn.functional.cross_entropy(m(ids)[0][:-1], ids[0, 1:], reduction="none")
+        loss = masked_loss(m, batch, decision_weight=5.0, context_weight=0.5, pad_id=pad)
+        assert torch.equal(masked_loss(m, batch, decision_weight=5.0, context_weight=0.0, pad_id=pad),
+                           masked_loss(m, batch, decision_weight=5.0))
+    # targets 1-5 are context (0.5), 6 opens the answer (5), 7-9 are answer tokens (1), 10-11 padding (none)
+    picked = per_token[0:9]
+    weights = torch.tensor([0.5] * 5 + [5.0, 1.0, 1.0, 1.0])
+    torch.testing.assert_close(loss, (picked * weights).sum() / weights.sum(), rtol=1e-5, atol=1e-6)
+    torch.manual_seed(3)
+    with torch.no_grad():  # a share draws some of the context each call, never the padding
+        drawn = {round(masked_loss(m, batch, context_weight=1.0, context_share=0.5, pad_id=pad).item(), 6)
+                 for _ in range(20)}
+    assert len(drawn) > 1
+    with pytest.raises(ValueError, match="pad_id"):
+        masked_loss(m, batch, context_weight=0.5)
+
+
+def test_context_options_are_checked_on_the_command_line(capsys):
+    with pytest.raises(SystemExit):
+        train_main(["--context-share", "0", "--steps", "1"])
+    assert "--context-share: share 0 is not a number in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_main(["--context-weight", "0.3", "--group-size", "4", "--steps", "1"])
+    assert "--context-weight needs one document per row" in capsys.readouterr().err
