@@ -491,9 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=OPTIMIZERS, default="muon",
                     help="muon (the shipped recipe since v6): Muon (training.optim.BatchedMuon) on the decoder "
                          "layers' matrices, AdamW on the rest, one learning rate; adamw: AdamW on everything (v5)")
-    ap.add_argument("--muon-ns-dtype", choices=tuple(NS_DTYPES), default="float32",
-                    help="precision of Muon's Newton-Schulz iteration: float32 (the shipped recipe) or bfloat16 (as "
-                         "torch.optim.Muon; faster on a CPU with bfloat16 matrix units, so more steps in the budget)")
+    ap.add_argument("--muon-ns-dtype", choices=tuple(NS_DTYPES), default="bfloat16",
+                    help="precision of Muon's Newton-Schulz iteration: bfloat16 (v10's recipe, as torch.optim.Muon; a "
+                         "little faster on a CPU with bfloat16 matrix units) or float32 (v6 to v9)")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--time-limit-min", type=float, default=44.0,
@@ -503,24 +503,26 @@ def build_parser() -> argparse.ArgumentParser:
                          "replays a CPU run's step count on a faster machine, to compare recipes at the same "
                          "cost (see training/sweep.py)")
     ap.add_argument("--schedule", choices=SCHEDULES, default="cosine")
-    ap.add_argument("--decision-weight", type=float, default=5.0,
+    ap.add_argument("--decision-weight", type=float, default=7.5,
                     help="loss weight of each assistant turn's first token (call or text?) against 1 for the rest; "
-                         "with --text-decision-weight, the weight of a first token that opens a tool call")
-    ap.add_argument("--text-decision-weight", type=float, default=15.0,
+                         "with --text-decision-weight, the weight of a first token that opens a tool call (default "
+                         "7.5, v10's: v9's 5 raised by half, as the context targets add about half to the weights)")
+    ap.add_argument("--text-decision-weight", type=float, default=22.5,
                     help="loss weight of an assistant turn's first token when it starts a text answer rather than "
-                         "<tool_call> (default 15, v9's: three times --decision-weight, which leans doubtful "
-                         "decisions to refusing; 10 for v7's and v8's recipe, the --decision-weight value for v6's)")
-    ap.add_argument("--schema-weight", type=float, default=1.0,
-                    help="loss weight of a tool call's name and argument-key tokens (default 1: the shipped recipe "
-                         "weighs them like any other target)")
-    ap.add_argument("--schema-names-only", action="store_true",
-                    help="--schema-weight weighs the call's name tokens alone, not the argument keys")
-    ap.add_argument("--context-weight", type=float, default=0.0,
-                    help="loss weight of the context's tokens (prompt, tool list, requests, tool results) as targets; "
-                         "0, the shipped recipe, trains on the answers alone (see masked_loss)")
-    ap.add_argument("--context-share", type=parse_share, default=1.0,
-                    help="share of the context's tokens drawn as targets at each step (0 < share <= 1): the LM head "
-                         "on every context position costs about a tenth of a step")
+                         "<tool_call> (default 22.5, v10's: three times --decision-weight, which leans doubtful "
+                         "decisions to refusing; 15 for v9, 10 for v7's and v8's recipe, the --decision-weight value "
+                         "for v6's)")
+    ap.add_argument("--schema-weight", type=float, default=3.0,
+                    help="loss weight of a tool call's name (and, without --schema-names-only, argument-key) tokens "
+                         "(default 3, v10's; 1 weighs them like any other target, as v9 and earlier did)")
+    ap.add_argument("--schema-names-only", action=argparse.BooleanOptionalAction, default=True,
+                    help="--schema-weight weighs the call's name tokens alone, not the argument keys (default, v10's)")
+    ap.add_argument("--context-weight", type=float, default=0.3,
+                    help="loss weight of the context's tokens (prompt, tool list, requests, tool results) as targets "
+                         "(default 0.3, v10's; 0 trains on the answers alone, as v9 and earlier did; see masked_loss)")
+    ap.add_argument("--context-share", type=parse_share, default=0.5,
+                    help="share of the context's tokens drawn as targets at each step (0 < share <= 1; default 0.5, "
+                         "v10's): the LM head on every context position costs about a tenth of a step")
     ap.add_argument("--contrast-share", type=float, default=0.3,
                     help="share of tool requests that also come as a twin with the needed tool withheld and a "
                          "refusal for answer (so only the tool list tells calling from refusing)")
@@ -539,10 +541,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how the 40 %% of tool lists that are renamed get their names: variants (v7's and v8's: plausible "
                          "aliases such as lookup_forecast, which a long run learns as names of the tool) or "
                          "arbitrary (unrelated words drawn per case, so a name can only be copied from the list)")
-    ap.add_argument("--ema-decay", type=float, default=0.999,
+    ap.add_argument("--ema-decay", type=float, default=0.998,
                     help="export an exponential moving average of the weights with this decay per step instead of "
-                         "the last step's weights (default 0.999, v7's: roughly the last thousand steps; 0: off, "
-                         "v6's recipe)")
+                         "the last step's weights (default 0.998, v10's: roughly the last five hundred steps; 0.999 "
+                         "for v7 to v9; 0: off, v6's recipe)")
     ap.add_argument("--raw-out", type=Path, default=None,
                     help="with --ema-decay, also write the last step's own weights here, to compare the two")
     ap.add_argument("--also-ema", action="append", default=[], metavar="DECAY=DIR",

@@ -111,13 +111,17 @@ def _held_out_single_tool_answers(n: int) -> list[tuple[object, dict]]:
 
 
 def _replay(cases: list) -> list[tuple[object, dict]]:
-    """(case, greedy reply message) for each case, through a bf16 engine server."""
-    out = []
-    with start_server() as srv:
-        for c in cases:
+    """(case, greedy reply message) for each case, through a bf16 engine server; eight requests in flight, so the
+    engine batches them, as `training.evaluate` (whose figures the model card reports) does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with start_server() as srv, httpx.Client(timeout=300) as client:
+        def reply(c) -> dict:
             body = {**c.body, "model": srv.model, "temperature": 0, "max_tokens": 160}
-            msg = httpx.post(f"{srv.base_url}/chat/completions", json=body, timeout=300).json()["choices"][0]["message"]
-            out.append((c, msg))
+            return client.post(f"{srv.base_url}/chat/completions", json=body).json()["choices"][0]["message"]
+
+        with ThreadPoolExecutor(8) as pool:
+            out = list(zip(cases, pool.map(reply, cases)))
     return out
 
 
@@ -149,19 +153,23 @@ def test_held_out_requests_get_well_formed_calls_of_the_offered_tool(held_out_an
         f"only {well_formed}/{N_HELD_OUT} held-out requests got a well-formed call of the offered tool"
 
 
+#: the reported cases of MODEL_CARD.md: the first 300 of toolcall-core (forty hold about 29 calls, where a single
+#: invalid one already reads as 0.966)
+N_QUALITY_BAR = 300
+
+
 @pytest.fixture(scope="module")
 def first_core_answers() -> list[tuple[object, dict]]:
-    """Greedy replies to the first N_HELD_OUT toolcall-core cases as the suite has them (any number of offered
+    """Greedy replies to the first N_QUALITY_BAR toolcall-core cases as the suite has them (any number of offered
     tools, 30 % with no fitting tool): the mix the issue's quality bar is stated on."""
     from verifier.suite_format import load_jsonl
 
-    return _replay(load_jsonl(CORE_SUITE).cases[:N_HELD_OUT])
+    return _replay(load_jsonl(CORE_SUITE).cases[:N_QUALITY_BAR])
 
 
-@pytest.mark.xfail(strict=True, reason="issue #5 quality bar (trigger F1 >= 0.95, schema accuracy >= 0.97) not met "
-                   "by the shipped checkpoint yet; see MODEL_CARD.md. strict: this fails loudly once the model "
-                   "passes, so the marker is removed then")
 def test_held_out_cases_meet_the_quality_bar(first_core_answers):
+    """Issue #5's bar on the first N_QUALITY_BAR cases: trigger F1 >= 0.95, schema accuracy >= 0.97 (the shipped
+    checkpoint since the eleventh session: 0.993 and 0.986 on the first 300)."""
     from verifier.toolcall_scoring import check_call
 
     tp = fp = fn = calls = valid = 0

@@ -72,7 +72,7 @@ def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
     train_main([*run, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "cached")])
     cached = capsys.readouterr().out
     assert _losses(fresh) and _losses(fresh) == _losses(cached)
-    unweighted = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1"]
+    unweighted = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "1"]
     train_main([*unweighted, "--out", str(tmp_path / "plain")])
     assert _losses(capsys.readouterr().out) != _losses(fresh)
     npz = tmp_path / "prep" / "docs.npz"
