@@ -1,8 +1,9 @@
 """Time of one `training.train` step on this CPU, per Newton-Schulz precision of Muon and context-target share.
 
 Why: within the 45-minute budget the shipped model's quality follows its step count (MODEL_CARD.md), so a faster
-step is a better model. This times what the training loop does per step (weighted loss, backward, gradient clip,
-Muon + AdamW, the running averages) on the shipped model's shape, with random tokens in batches shaped like the
+step is a better model. This times what the training loop does per step (``training.train.recipe_loss`` and
+``apply_update``: weighted loss, backward, gradient clip, Muon + AdamW, the running averages) with the default
+recipe's weights, on the shipped model's shape, with random tokens in batches shaped like the
 training corpus's (rows x width <= 1,536 tokens, about a fifth of them targets). Each configuration runs
 `--repeats` times, interleaved so a machine that speeds up or slows down affects all alike; the median is printed,
 with its speed against the first configuration's. A configuration is `DTYPE` (`--muon-ns-dtype`) or `DTYPE:SHARE`
@@ -20,27 +21,26 @@ import time
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from training.model import TinyConfig, TinyLlama
+from training.model import TinyLlama
 from training.optim import NS_DTYPES, bfloat16_matmul_is_fast, build_optimizers
-from training.train import Batch, masked_loss
+from training.train import Batch, apply_update, build_parser, model_config, recipe_loss
 
 #: rows x width of typical training batches (documents of similar length, one per row)
 BATCH_SHAPES = [(12, 128), (8, 192), (6, 256), (4, 384), (3, 512), (2, 768), (1, 1024)]
-SHIPPED_SHAPE = TinyConfig(vocab_size=2048, hidden_size=128, intermediate_size=384, num_hidden_layers=6,
-                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+VOCAB = 2048  # the shipped tokenizer's
+PAD_ID = 0
+CALL_TOKEN_ID = 5
 
 
 def batches(seed: int = 0) -> list[Batch]:
+    """Random tokens (never the padding id), about a fifth of them answer targets, no name or key marked."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for rows, width in BATCH_SHAPES:
-        ids = torch.randint(PAD_ID + 3, SHIPPED_SHAPE.vocab_size, (rows, width), generator=g)
+        ids = torch.randint(PAD_ID + 3, VOCAB, (rows, width), generator=g)
         targets = torch.rand(rows, width, generator=g) < 0.22
-        out.append(Batch(ids, targets))
+        out.append(Batch(ids, targets, schema=torch.zeros(rows, width, dtype=torch.uint8)))
     return out
-
-
-PAD_ID = 0
 
 
 def parse_config(text: str) -> tuple[str, float]:
@@ -52,24 +52,20 @@ def parse_config(text: str) -> tuple[str, float]:
 
 
 def time_steps(ns_dtype: str, context_share: float, steps: int, n_averages: int) -> float:
-    """Seconds per step, after a warm-up pass over every batch shape."""
+    """Seconds per step of ``training.train``'s default recipe with these two options, after a warm-up pass over
+    every batch shape."""
+    context = ["--context-weight", "0.3", "--context-share", str(context_share)] if context_share else [
+        "--context-weight", "0"]
+    recipe = build_parser().parse_args(["--muon-ns-dtype", ns_dtype, *context])
     torch.manual_seed(7)
-    model = TinyLlama(SHIPPED_SHAPE)
-    optimizers = build_optimizers(model, "muon", 4e-3, NS_DTYPES[ns_dtype])
-    averages = [AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999)) for _ in range(n_averages)]
+    model = TinyLlama(model_config(recipe, VOCAB))
+    optimizers = build_optimizers(model, "muon", recipe.lr, NS_DTYPES[ns_dtype])
+    averages = [AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(recipe.ema_decay)) for _ in range(n_averages)]
     data = batches()
 
     def step(batch: Batch) -> None:
-        loss = masked_loss(model, batch, 5.0, 15.0, 5, context_weight=0.3 if context_share else 0.0,
-                           context_share=context_share or 1.0, pad_id=PAD_ID)
-        for opt in optimizers:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for opt in optimizers:
-            opt.step()
-        for average in averages:
-            average.update_parameters(model)
+        loss = recipe_loss(model, batch, recipe, CALL_TOKEN_ID, PAD_ID)
+        apply_update(model, loss, optimizers, averages)
         loss.item()
 
     for batch in data:

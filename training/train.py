@@ -339,6 +339,34 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     return (losses * weights).sum() / weights.sum()
 
 
+def recipe_loss(model: TinyLlama, batch: Batch, args: argparse.Namespace, call_token_id: int,
+                pad_id: int) -> torch.Tensor:
+    """``masked_loss`` with the run's weighting options (the training loop's and ``benchmarks/train_step.py``'s)."""
+    return masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id,
+                       args.schema_weight, args.schema_names_only, args.context_weight, args.context_share, pad_id)
+
+
+def apply_update(model: TinyLlama, loss: torch.Tensor, optimizers: list[torch.optim.Optimizer],
+                 averages: list[AveragedModel]) -> None:
+    """One step's update from ``loss``: gradients clipped to norm 1, every optimizer stepped, every running
+    average of the weights updated."""
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    for opt in optimizers:
+        opt.step()
+    for average in averages:
+        average.update_parameters(model)
+
+
+def model_config(args: argparse.Namespace, vocab: int) -> TinyConfig:
+    """The decoder's shape from the command line (the defaults are the shipped checkpoint's)."""
+    return TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
+                      num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                      num_key_value_heads=args.kv_heads, max_position_embeddings=args.block)
+
+
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
     convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share,
@@ -616,9 +644,7 @@ def main(argv: list[str] | None = None) -> None:
     vocab = int(math.ceil(tok.get_vocab_size() / 64) * 64)
     # the exported context is the longest document trained on: past it the model has never seen a position, and
     # an engine that serves longer prompts measures that, not the model (MODEL_CARD.md, "eighth session")
-    cfg = TinyConfig(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.intermediate,
-                     num_hidden_layers=args.layers, num_attention_heads=args.heads,
-                     num_key_value_heads=args.kv_heads, max_position_embeddings=args.block)
+    cfg = model_config(args, vocab)
     model = TinyLlama(cfg).to(args.device)
     # counted once here: summing a batch's targets at every step would wait on the device each time
     targets_per_batch = [int(b.targets.sum()) for b in batches]
@@ -668,17 +694,8 @@ def main(argv: list[str] | None = None) -> None:
         for opt in optimizers:
             for g in opt.param_groups:
                 g["lr"] = lr
-        loss = masked_loss(model, batch, args.decision_weight, args.text_decision_weight, call_token_id,
-                           args.schema_weight, args.schema_names_only, args.context_weight, args.context_share,
-                           pad_id)
-        for opt in optimizers:
-            opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for opt in optimizers:
-            opt.step()
-        for _, _, average in averages:
-            average.update_parameters(model)
+        loss = recipe_loss(model, batch, args, call_token_id, pad_id)
+        apply_update(model, loss, optimizers, [average for _, _, average in averages])
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         if step % 20 == 0 or step == total - 1:
             el = time.time() - t_train
