@@ -14,14 +14,16 @@ template, so training text and serving text cannot drift apart.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from training.augment import (apply_renaming, perturb_request, rename_tools, scramble_values, small_talk,
                               tool_renaming)
-from training.chat_format import CHAT_TEMPLATE, IM_START, assistant_tool_message, render
+from training.chat_format import CHAT_TEMPLATE, IM_START, assistant_spans, assistant_tool_message, render
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
 AGENT_TRAIN_SEED_BASE = 100_000
@@ -46,15 +48,25 @@ RENAME_SHARE = 0.4
 
 @dataclass
 class Conversation:
-    """One training example: messages + offered tools; every assistant turn is supervised."""
+    """One training example: messages + offered tools; every assistant turn is supervised except those whose
+    ordinals (0 = the first assistant message) ``unsupervised_turns`` lists: a slip shown as context, which the
+    model must read but never learn to make (:func:`agent_conversations`, ``slip_share``)."""
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None = None
     source: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    unsupervised_turns: tuple[int, ...] = ()
 
     def text(self, template: str = CHAT_TEMPLATE) -> str:
         return render(self.messages, self.tools, template=template)
+
+    def unsupervised_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the unsupervised assistant turns in ``text`` (this conversation's rendering)."""
+        if not self.unsupervised_turns:
+            return []
+        spans = assistant_spans(text)
+        return [spans[k] for k in self.unsupervised_turns]
 
     def text_and_starts(self, template: str = CHAT_TEMPLATE) -> tuple[str, list[int]]:
         """The training text, and where continuations of a shared prefix start in it: none here (see
@@ -101,6 +113,10 @@ class ConversationGroup:
             starts.append(at)
             at += len(f)
         return prefix + "".join(finals), starts
+
+    def unsupervised_spans(self, text: str) -> list[tuple[int, int]]:
+        """None: a group's members are single requests, every answer supervised."""
+        return []
 
 
 def _body_to_conversation(body: dict[str, Any], expected: dict[str, Any] | None, rng: random.Random,
@@ -220,16 +236,66 @@ def _diversify(body: dict[str, Any], expected: dict[str, Any] | None, tags: list
 AGENT_HORIZONS: tuple[int, ...] = (4, 6, 8, 10, 12, 14)
 
 
+#: a slip changes one digit of a string argument (or its last character when it has none): the copying error a
+#: small model makes when it carries a file name or key from a tool result into its next call
+_DIGIT = re.compile(r"[0-9]")
+
+
+def slipped_action(action: Any, rng: random.Random) -> Any | None:
+    """The oracle's ``action`` with one string argument miscopied (see ``_DIGIT``); None when it has no string."""
+    from suites.agent.base import Action
+
+    keys = [k for k, v in action.arguments.items() if isinstance(v, str) and v]
+    if not keys:
+        return None
+    key = rng.choice(keys)
+    value = action.arguments[key]
+    digits = [m.start() for m in _DIGIT.finditer(value)]
+    if digits:
+        at = rng.choice(digits)
+        wrong = rng.choice([d for d in "0123456789" if d != value[at]])
+    else:
+        at = len(value) - 1
+        wrong = "x" if value[at] != "x" else "y"
+    return Action(action.name, {**action.arguments, key: value[:at] + wrong + value[at + 1:]})
+
+
+def _rejected_slip(env: Any, action: Any, rng: random.Random) -> tuple[Any, Any] | None:
+    """(slipped action, its outcome) when the world refuses the slip and is left as it was; None otherwise.
+
+    Only refused slips are shown: after one the oracle's next action is still right, so the trajectory
+    teaches recovery (read the error, go back to the value in an earlier result). A slip the world accepts
+    (a wrong value appended or saved) changes the task itself and is not drawn.
+    """
+    slip = slipped_action(action, rng)
+    if slip is None:
+        return None
+    trial = copy.deepcopy(env)
+    before = trial.state_digest()
+    outcome = trial.run_action(slip)
+    if outcome.error_kind is None or trial.state_digest() != before:
+        return None
+    return slip, env.run_action(slip)
+
+
 def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_HORIZONS,
-                        max_turns: int = 14) -> Iterator[Conversation]:
+                        max_turns: int = 14, slip_share: float = 0.0) -> Iterator[Conversation]:
     """``n`` oracle trajectories across all agent environments, trimmed to the last ``max_turns`` calls.
 
     A trimmed trajectory keeps the system prompt and goal (the runner always sends them) and then the most
     recent tool call/result pairs, so the model learns to act from recent turns, as the environments intend.
+
+    With ``slip_share`` > 0, that share of the trajectories shows one slip: at a random step a call with a
+    miscopied argument that the world refuses (:func:`_rejected_slip`), its error result, then the oracle's
+    right call. The slip is context, not a target (``Conversation.unsupervised_turns``), and the cut keeps
+    the recovery call. Why: oracle trajectories never contain an error, and the shipped model, after one
+    miscopied file name, repeats the same refused call until its step budget ends (MODEL_CARD.md, "twelfth
+    session"). Slips come from their own random stream, so ``slip_share`` 0 gives the same corpus as before.
     """
     from suites.agent.scenarios import ENVIRONMENTS, SYSTEM_PROMPT, make_env
 
     rng = random.Random(seed)
+    slip_rng = random.Random(f"slips-{seed}")
     names = sorted(ENVIRONMENTS)
     made = 0
     k = 0
@@ -244,8 +310,18 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
             continue
         head = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": env.goal()}]
         turns: list[list[dict[str, Any]]] = []
+        slip_at: int | None = None  # the slip's turn index, when this trajectory shows one
+        planned = slip_rng.randrange(horizon) if slip_share and slip_rng.random() < slip_share else None
         step = 0
         while (action := env.next_action()) is not None:
+            # from the planned step on, until a slip the world refuses is found (a wrong appended value is not one)
+            if planned is not None and slip_at is None and step >= planned and \
+                    (slipped := _rejected_slip(env, action, slip_rng)):
+                slip, slip_outcome = slipped
+                turns.append([assistant_tool_message(slip.name, slip.arguments, f"call_{step}"),
+                              {"role": "tool", "tool_call_id": f"call_{step}", "content": slip_outcome.result_text}])
+                slip_at = len(turns) - 1
+                step += 1
             outcome = env.run_action(action)
             call_id = f"call_{step}"
             turns.append([assistant_tool_message(action.name, action.arguments, call_id),
@@ -254,35 +330,44 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
             if step > horizon * 4 + 10:
                 raise RuntimeError(f"oracle of {env_name} seed {env_seed} did not finish")
         final = [{"role": "assistant", "content": AGENT_FINAL_REPLY}]
-        # cut the trajectory at a random point so that early, middle and final steps are all supervised
-        end = rng.randint(1, len(turns) + 1)
-        kept = turns[max(0, end - max_turns):end] if end <= len(turns) else turns[-max_turns:]
+        # cut the trajectory at a random point so that early, middle and final steps are all supervised; one with a
+        # slip is cut after its recovery call, with the slip inside the kept turns
+        end = rng.randint(1, len(turns) + (slip_at is None))  # drawn always: slips leave the main stream as it was
+        if slip_at is not None:
+            end = slip_rng.randint(slip_at + 2, min(len(turns) + 1, slip_at + max_turns))
+        first = max(0, end - max_turns) if end <= len(turns) else max(0, len(turns) - max_turns)
+        kept = turns[first:end]
         messages = head + [m for t in kept for m in t]
         if end > len(turns):
             messages += final
         # the last message must be the assistant's: drop a trailing tool result
         if messages[-1]["role"] == "tool":
             messages = messages[:-1]
+        unsupervised = () if slip_at is None else (slip_at - first,)
         yield Conversation(messages=messages, tools=env.tools(), source=f"agent:{env_name}",
-                           meta={"seed": env_seed, "horizon": horizon})
+                           meta={"seed": env_seed, "horizon": horizon, **({"slip": slip_at} if unsupervised else {})},
+                           unsupervised_turns=unsupervised)
         made += 1
 
 
 def build_corpus(n_toolcall: int, n_agent: int, seed: int, group_size: int = 1, contrast_share: float = 0.0,
                  wide_small_talk: bool = False, rename_style: str = "variants",
-                 agent_horizons: tuple[int, ...] = AGENT_HORIZONS) -> list[Conversation | ConversationGroup]:
+                 agent_horizons: tuple[int, ...] = AGENT_HORIZONS,
+                 agent_slip_share: float = 0.0) -> list[Conversation | ConversationGroup]:
     """The whole corpus, shuffled deterministically; with ``group_size`` > 1 the tool-call conversations
     come in groups that share everything but the final request (:func:`toolcall_groups`); with
     ``contrast_share`` > 0 some tool requests come with a contrast twin, and with ``wide_small_talk`` the
     small talk comes from more kinds (:func:`toolcall_conversations`); ``agent_horizons`` are the horizons the
-    agent trajectories are drawn at (each is cut to its latest calls whatever its horizon)."""
+    agent trajectories are drawn at (each is cut to its latest calls whatever its horizon), and
+    ``agent_slip_share`` the share of them that shows a refused slip and its recovery (:func:`agent_conversations`)."""
     if group_size > 1 and (contrast_share or wide_small_talk):
         raise ValueError("contrast twins and wide small talk are made for single requests, "
                          "not for shared-prefix groups")
     calls: Iterator[Conversation | ConversationGroup] = (
         toolcall_groups(n_toolcall, seed, group_size, rename_style) if group_size > 1
         else toolcall_conversations(n_toolcall, seed, contrast_share, wide_small_talk, rename_style))
-    convs = list(calls) + list(agent_conversations(n_agent, seed + 1, horizons=agent_horizons))
+    convs = list(calls) + list(agent_conversations(n_agent, seed + 1, horizons=agent_horizons,
+                                                          slip_share=agent_slip_share))
     random.Random(seed + 2).shuffle(convs)
     return convs
 

@@ -46,8 +46,9 @@ class Doc:
     #: int16 per token: 0 for the shared prefix (or the whole of a plain document), i for the i-th of several
     #: continuations that each follow the prefix alone (a :class:`ConversationGroup`); None: plain document
     segments: np.ndarray | None = None
-    #: uint8 per token (``SCHEMA_NAME``, ``SCHEMA_KEY`` or 0): a target inside a tool call's name or one of its
-    #: argument keys (``call_name_and_key_spans``); None: not computed
+    #: uint8 per token (``SCHEMA_NAME``, ``SCHEMA_KEY``, ``NOT_A_TARGET`` or 0): a target inside a tool call's name
+    #: or one of its argument keys (``call_name_and_key_spans``), or a token of an unsupervised assistant turn;
+    #: None: not computed
     schema: np.ndarray | None = None
 
 
@@ -75,9 +76,12 @@ def tree_positions(segments: np.ndarray) -> np.ndarray:
     return positions
 
 
-def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] | None = None) -> list[Doc]:
+def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] | None = None,
+               unsupervised: list[list[tuple[int, int]]] | None = None) -> list[Doc]:
     """:func:`encode` for a whole corpus: the tokenizer's batch call runs on every core, and the mask is
     one vectorised lookup per document (token start offset -> the assistant span it falls in, if any).
+    ``unsupervised`` gives, per document, character spans of assistant turns that are no target of any kind
+    (``Conversation.unsupervised_spans``: a slip shown as context); their tokens get the code ``NOT_A_TARGET``.
 
     Why it matters: corpus preparation comes out of the same wall-clock budget as training, so every second
     spent here is a second of training lost.
@@ -86,10 +90,15 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     for text, enc in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
         mask = _inside_spans(starts, assistant_spans(text))
+        skipped = _inside_spans(starts, unsupervised[len(docs)]) if unsupervised else None
+        if skipped is not None:
+            mask &= ~skipped
         name_spans, key_spans = call_name_and_key_spans(text)
         in_name = mask & _inside_spans(starts, name_spans)
         in_key = mask & _inside_spans(starts, key_spans)
         schema = (in_name * SCHEMA_NAME + in_key * SCHEMA_KEY).astype(np.uint8)
+        if skipped is not None:
+            schema[skipped] = NOT_A_TARGET
         branches = branch_starts[len(docs)] if branch_starts else []
         segments = np.searchsorted(np.asarray(branches, dtype=np.int64), starts, side="right").astype(np.int16) \
             if branches else None
@@ -97,8 +106,9 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     return docs
 
 
-#: the codes of ``Doc.schema``
-SCHEMA_NAME, SCHEMA_KEY = 1, 2
+#: the codes of ``Doc.schema``; NOT_A_TARGET marks a token of an unsupervised assistant turn, which is neither an
+#: answer target nor a context target (``masked_loss``): the model must read a slip, never learn to make one
+SCHEMA_NAME, SCHEMA_KEY, NOT_A_TARGET = 1, 2, 3
 
 
 def _inside_spans(starts: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -310,6 +320,8 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
         if batch.segments is not None or pad_id is None:
             raise ValueError("context_weight needs pad_id and one document per row (no shared-prefix groups)")
         context = (ids[:, 1:] != pad_id) & ~answer
+        if batch.schema is not None:
+            context &= batch.schema[:, 1:] != NOT_A_TARGET
         if context_share < 1.0:
             context &= torch.rand(context.shape, device=ids.device) < context_share
         keep = answer | context
@@ -331,7 +343,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
         if batch.schema is None:
             raise ValueError("schema_weight needs the batch's schema mask (documents encoded by encode_all)")
         codes = batch.schema[:, 1:][keep]
-        marked = codes == SCHEMA_NAME if schema_names_only else codes > 0
+        marked = codes == SCHEMA_NAME if schema_names_only else (codes == SCHEMA_NAME) | (codes == SCHEMA_KEY)
         other_weight = torch.where(marked, schema_weight, 1.0).to(losses.dtype)
     weights = torch.where(first, first_weight, other_weight)
     if context is not None:
@@ -370,7 +382,7 @@ def model_config(args: argparse.Namespace, vocab: int) -> TinyConfig:
 def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Doc]]:
     """Generate the corpus, train the tokenizer on it and encode every conversation."""
     convs = build_corpus(args.n_toolcall, args.n_agent, args.seed, args.group_size, args.contrast_share,
-                         args.wide_small_talk, args.rename_style, args.agent_horizons)
+                         args.wide_small_talk, args.rename_style, args.agent_horizons, args.agent_slip_share)
     sources: dict[str, int] = {}
     for c in convs:
         key = c.source.split(":")[0]
@@ -384,7 +396,7 @@ def corpus_data(args: argparse.Namespace, t0: float) -> tuple[Tokenizer, list[Do
 
     texts, branch_starts = document_texts(convs, chat_template(args.tool_list_at))
     tok = train_tokenizer(texts)
-    docs = encode_all(tok, texts, branch_starts)
+    docs = encode_all(tok, texts, branch_starts, [c.unsupervised_spans(t) for c, t in zip(convs, texts)])
     return tok, docs
 
 
@@ -409,6 +421,8 @@ def prepared_data(args: argparse.Namespace) -> tuple[Tokenizer, list[Doc]]:
         key["agent_horizons"] = list(args.agent_horizons)
     if args.tool_list_at != "system":
         key["tool_list_at"] = args.tool_list_at
+    if args.agent_slip_share:
+        key["agent_slip_share"] = args.agent_slip_share
     meta_path = args.prepared / PREPARED_RECORD
     if not meta_path.exists():
         tok, docs = corpus_data(args, time.time())
@@ -452,7 +466,8 @@ RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs
                   "batch_tokens", "group_size", "decision_weight", "text_decision_weight", "contrast_share",
                   "wide_small_talk", "time_limit_min", "schedule", "layers", "hidden", "heads", "kv_heads",
                   "intermediate", "ema_decay", "rename_style", "agent_horizons", "schema_weight",
-                  "schema_names_only", "tool_list_at", "muon_ns_dtype", "context_weight", "context_share")
+                  "schema_names_only", "tool_list_at", "muon_ns_dtype", "context_weight", "context_share",
+                  "agent_slip_share")
 
 
 def parse_share(text: str) -> float:
@@ -463,6 +478,17 @@ def parse_share(text: str) -> float:
         value = -1.0
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"share {text} is not a number in (0, 1]")
+    return value
+
+
+def parse_slip_share(text: str) -> float:
+    """A share in [0, 1) for ``--agent-slip-share`` (0: no slips); a one-line argparse error otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"share {text} is not a number in [0, 1)")
     return value
 
 
@@ -559,6 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "4,6,8,10,12,14, the shipped recipe's). Longer ones show the longer tool results of long "
                          "tasks (a notes list of 10 words at 50) in documents of the same length; MODEL_CARD.md, "
                          "eighth session")
+    ap.add_argument("--agent-slip-share", type=parse_slip_share, default=0.0,
+                    help="share of agent trajectories that show one refused slip (a miscopied name or key) as "
+                         "context, then the right call as target, to teach recovery from an error (0 <= share < 1; "
+                         "default 0: oracle trajectories only; training.corpus.agent_conversations)")
     ap.add_argument("--tool-list-at", choices=TOOL_LIST_PLACES, default="system",
                     help="where the chat template renders the offered tools: in the system turn, or after the first "
                          "user message (training.chat_format.TOOL_LIST_PLACES says why); the checkpoint ships the "
