@@ -585,10 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "4,6,8,10,12,14, the shipped recipe's). Longer ones show the longer tool results of long "
                          "tasks (a notes list of 10 words at 50) in documents of the same length; MODEL_CARD.md, "
                          "eighth session")
-    ap.add_argument("--agent-slip-share", type=parse_slip_share, default=0.0,
+    ap.add_argument("--agent-slip-share", type=parse_slip_share, default=0.3,
                     help="share of agent trajectories that show one refused slip (a miscopied name or key) as "
                          "context, then the right call as target, to teach recovery from an error (0 <= share < 1; "
-                         "default 0: oracle trajectories only; training.corpus.agent_conversations)")
+                         "default 0.3, v11's; 0: oracle trajectories only, as v10 and earlier; "
+                         "training.corpus.agent_conversations)")
     ap.add_argument("--tool-list-at", choices=TOOL_LIST_PLACES, default="system",
                     help="where the chat template renders the offered tools: in the system turn, or after the first "
                          "user message (training.chat_format.TOOL_LIST_PLACES says why); the checkpoint ships the "
@@ -599,10 +600,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how the 40 %% of tool lists that are renamed get their names: variants (v7's and v8's: plausible "
                          "aliases such as lookup_forecast, which a long run learns as names of the tool) or "
                          "arbitrary (unrelated words drawn per case, so a name can only be copied from the list)")
-    ap.add_argument("--ema-decay", type=float, default=0.998,
+    ap.add_argument("--ema-decay", type=float, default=0.9995,
                     help="export an exponential moving average of the weights with this decay per step instead of "
-                         "the last step's weights (default 0.998, v10's: roughly the last five hundred steps; 0.999 "
-                         "for v7 to v9; 0: off, v6's recipe)")
+                         "the last step's weights (default 0.9995, v11's: roughly the last two thousand steps; 0.998 "
+                         "for v10, 0.999 for v7 to v9; 0: off, v6's recipe)")
     ap.add_argument("--raw-out", type=Path, default=None,
                     help="with --ema-decay, also write the last step's own weights here, to compare the two")
     ap.add_argument("--also-ema", action="append", default=[], metavar="DECAY=DIR",

@@ -45,7 +45,8 @@ def test_a_prepared_corpus_trains_exactly_like_a_fresh_one(tmp_path, capsys) -> 
     fresh = capsys.readouterr().out
     train_main([*SMALL, "--prepared", str(tmp_path / "prep"), "--prepare-only"])
     meta = json.loads((tmp_path / "prep" / "corpus.json").read_text())
-    assert meta == {"n_toolcall": 60, "n_agent": 6, "seed": 11, "contrast_share": 0.3}  # the default recipe's twins
+    # the default recipe's contrast twins and agent slips
+    assert meta == {"n_toolcall": 60, "n_agent": 6, "seed": 11, "contrast_share": 0.3, "agent_slip_share": 0.3}
     with np.load(tmp_path / "prep" / "docs.npz") as z:
         assert z["ids"].dtype == np.uint16 and z["ids"].size == z["mask"].size == z["lengths"].sum()
     capsys.readouterr()
