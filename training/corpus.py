@@ -19,11 +19,14 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from training.augment import (apply_renaming, perturb_request, rename_tools, scramble_values, small_talk,
                               tool_renaming)
 from training.chat_format import CHAT_TEMPLATE, IM_START, assistant_spans, assistant_tool_message, render
+
+if TYPE_CHECKING:
+    from suites.agent.base import Action, Environment, ToolOutcome
 
 #: agent seeds for training start here; evaluation suites use small seeds (agent-smoke: 0)
 AGENT_TRAIN_SEED_BASE = 100_000
@@ -241,7 +244,7 @@ AGENT_HORIZONS: tuple[int, ...] = (4, 6, 8, 10, 12, 14)
 _DIGIT = re.compile(r"[0-9]")
 
 
-def slipped_action(action: Any, rng: random.Random) -> Any | None:
+def slipped_action(action: Action, rng: random.Random) -> Action | None:
     """The oracle's ``action`` with one string argument miscopied (see ``_DIGIT``); None when it has no string."""
     from suites.agent.base import Action
 
@@ -260,7 +263,7 @@ def slipped_action(action: Any, rng: random.Random) -> Any | None:
     return Action(action.name, {**action.arguments, key: value[:at] + wrong + value[at + 1:]})
 
 
-def _rejected_slip(env: Any, action: Any, rng: random.Random) -> tuple[Any, Any] | None:
+def _rejected_slip(env: Environment, action: Action, rng: random.Random) -> tuple[Action, ToolOutcome] | None:
     """(slipped action, its outcome) when the world refuses the slip and is left as it was; None otherwise.
 
     Only refused slips are shown: after one the oracle's next action is still right, so the trajectory
@@ -288,8 +291,8 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
     With ``slip_share`` > 0, that share of the trajectories shows one slip: at a random step a call with a
     miscopied argument that the world refuses (:func:`_rejected_slip`), its error result, then the oracle's
     right call. The slip is context, not a target (``Conversation.unsupervised_turns``), and the cut keeps
-    the recovery call. Why: oracle trajectories never contain an error, and the shipped model, after one
-    miscopied file name, repeats the same refused call until its step budget ends (MODEL_CARD.md, "twelfth
+    the recovery call. Why: oracle trajectories never contain an error, and v10, trained on them alone, after one
+    miscopied file name repeated the same refused call until its step budget ended (MODEL_CARD.md, "twelfth
     session"). Slips come from their own random stream, so ``slip_share`` 0 gives the same corpus as before.
     """
     from suites.agent.scenarios import ENVIRONMENTS, SYSTEM_PROMPT, make_env
