@@ -335,10 +335,11 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
         final = [{"role": "assistant", "content": AGENT_FINAL_REPLY}]
         # cut the trajectory at a random point so that early, middle and final steps are all supervised; one with a
         # slip is cut after its recovery call, with the slip inside the kept turns
-        end = rng.randint(1, len(turns) + (slip_at is None))  # drawn always: slips leave the main stream as it was
+        oracle_turns = len(turns) - (slip_at is not None)
+        end = rng.randint(1, oracle_turns + 1)  # drawn always: slips leave the main stream as it was
         if slip_at is not None:
             end = slip_rng.randint(slip_at + 2, min(len(turns) + 1, slip_at + max_turns))
-        first = max(0, end - max_turns) if end <= len(turns) else max(0, len(turns) - max_turns)
+        first = max(0, min(end, len(turns)) - max_turns)
         kept = turns[first:end]
         messages = head + [m for t in kept for m in t]
         if end > len(turns):

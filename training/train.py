@@ -470,26 +470,29 @@ RECIPE_OPTIONS = ("seed", "init_seed", "n_toolcall", "n_agent", "block", "epochs
                   "agent_slip_share")
 
 
-def parse_share(text: str) -> float:
-    """A share in (0, 1]; argparse reports the error as one line naming the option."""
+def _parse_fraction(text: str, zero_allowed: bool, one_allowed: bool) -> float:
+    """``text`` as a number in the interval the two flags describe; argparse reports the error as one line naming
+    the option."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"share {text} is not a number in (0, 1]")
+    above_zero = value >= 0.0 if zero_allowed else value > 0.0
+    below_one = value <= 1.0 if one_allowed else value < 1.0
+    if not (above_zero and below_one):
+        interval = f"{'[' if zero_allowed else '('}0, 1{']' if one_allowed else ')'}"
+        raise argparse.ArgumentTypeError(f"share {text} is not a number in {interval}")
     return value
+
+
+def parse_share(text: str) -> float:
+    """A share in (0, 1] (``--context-share``)."""
+    return _parse_fraction(text, zero_allowed=False, one_allowed=True)
 
 
 def parse_slip_share(text: str) -> float:
-    """A share in [0, 1) for ``--agent-slip-share`` (0: no slips); a one-line argparse error otherwise."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"share {text} is not a number in [0, 1)")
-    return value
+    """A share in [0, 1) for ``--agent-slip-share`` (0: no slips)."""
+    return _parse_fraction(text, zero_allowed=True, one_allowed=False)
 
 
 def parse_horizons(text: str) -> tuple[int, ...]:
