@@ -229,7 +229,11 @@ class RunFolderLock:
 
     def acquire(self) -> "RunFolderLock":
         """Take the lock or raise :class:`RunFolderBusy` (held) / :class:`StoreError` (folder not writable)."""
-        import fcntl  # POSIX only; imported here so that reading a run folder never needs it
+        try:
+            import fcntl  # POSIX only; imported here so that reading a run folder never needs it
+        except ImportError:  # e.g. Windows: run unlocked, say so; scoring still counts each key once
+            log.warning("%s: not locked (no fcntl on this platform); run one writer at a time", self.run_dir)
+            return self
 
         try:
             # no O_TRUNC: a second writer that fails to lock must still be able to read who holds it
