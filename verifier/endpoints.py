@@ -161,7 +161,11 @@ def _check_url(url: str, where: str) -> None:
     if url.startswith(BUILTIN_PREFIX):
         parse_builtin(url, where=where)
         return
-    parsed = urllib.parse.urlparse(url)
+    try:
+        parsed = urllib.parse.urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
+    except ValueError as e:  # "Invalid IPv6 URL" for http://[::1, a bad port, ...
+        raise EndpointConfigError(f"{where}: '{url}' is not a valid URL ({e})") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise EndpointConfigError(f"{where}: '{url}' is not an http(s) URL or builtin:NAME")
 
@@ -221,6 +225,10 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
         raise EndpointConfigError(f"{path}: file not found") from None
     except tomllib.TOMLDecodeError as e:
         raise EndpointConfigError(f"{path}: not valid TOML ({e})") from None
+    except UnicodeDecodeError as e:  # a binary or non-UTF-8 file: TOML is UTF-8
+        raise EndpointConfigError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+    except OSError as e:  # a folder, no permission, ...
+        raise EndpointConfigError(f"{path}: cannot read ({e.strerror or e})") from None
     unknown_top = set(data) - {"reference", "endpoints"}
     if unknown_top:
         raise EndpointConfigError(f"{path}: unknown top-level key(s) {sorted(unknown_top)} "

@@ -101,7 +101,7 @@ class ExchangeRecord(Exchange):
     timestamp: float = Field(default_factory=time.time)
 
     def key(self) -> tuple[str, str, str, int, int | None, str | None]:
-        """Identity used by ``--resume``: an exchange with this key is never sent twice."""
+        """Identity used by ``--resume``: an exchange recorded under this key is not sent again."""
         return (self.suite, self.case_id, self.endpoint, self.repeat, self.step, self.variant)
 
 

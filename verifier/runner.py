@@ -7,7 +7,10 @@ events and the guarantees around them:
 * nothing is sent before every input is checked (suite files, TOML, key env vars) and every endpoint has
   passed preflight (reachable, key accepted, model served), so mistakes cost seconds, not a half-run;
 * every exchange lands in ``records.jsonl`` as it completes, so ``--resume DIR`` continues a killed run from
-  the manifest alone, with no exchange lost or sent twice (the suites' content hashes must still match);
+  the manifest alone: nothing recorded is lost or sent again, and requests that were in flight at the kill
+  (sent, not yet recorded) are sent once more (the suites' content hashes must still match);
+* one process writes a run folder at a time (:class:`~verifier.store.RunFolderLock`, held from the folder's
+  creation or the resume until the report is written), and scoring counts each record key once;
 * ``manifest.json`` and ``summary.json`` never contain a secret (only env var names; header values redacted).
 """
 
@@ -29,7 +32,8 @@ from verifier.client import EndpointClient, EndpointError
 from verifier.endpoints import BuiltinServers, BuiltinStartError, EndpointConfigError, EndpointSet, check_keys, default_endpoints
 from verifier.progress import Progress
 from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
-from verifier.store import ManifestEndpoint, ManifestSuite, RecordStore, RunManifest, StoreError, _first_line
+from verifier.store import (LOCK_NAME, ManifestEndpoint, ManifestSuite, RecordStore, RunFolderBusy, RunFolderLock,
+                            RunManifest, StoreError, _first_line)
 from verifier.summary_model import EndpointSuiteResult, InputProblem, RunSummary
 
 log = logging.getLogger(__name__)
@@ -162,9 +166,61 @@ def load_suite(ref: str, options: dict[str, Any]) -> tuple[SuiteKind, Any]:
     except ImportError as e:
         raise InputError(f"suite '{ref}': the suite registry is not available ({e})") from None
     try:
-        return reg.load_suite(ref, options)
+        _check_suite_file(ref, reg.resolve(ref))
+        kind, suite = reg.load_suite(ref, options)
+    except UnicodeDecodeError as e:  # a ValueError too: name the file, not only the codec
+        raise InputError(f"--suite {ref}: not UTF-8 text ({_first_line(e)})") from None
     except (ValueError, KeyError, LookupError, FileNotFoundError) as e:  # SuiteLineError/SuiteResolutionError
         raise InputError(_first_line(e)) from None
+    _check_has_cases(ref, suite)
+    return kind, suite
+
+
+_SNIFF_BYTES = 64 * 1024
+
+
+def _check_suite_file(ref: str, sref: Any) -> None:
+    """Refuse an empty, binary or non-UTF-8 suite file before any kind parses it, with one line naming it.
+
+    Why here and not in each kind's parser: every kind reads text files, and a user who passes the wrong file
+    (an image, a model checkpoint, a file truncated to nothing) should hear that, not a codec error or a run
+    with zero cases. Only the first 64 KiB are sniffed; the parser still reports a bad byte further on.
+    """
+    if getattr(sref, "builtin", None) is not None:
+        return
+    path = Path(getattr(sref, "load_ref", ref))
+    if not path.is_file():
+        return
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as e:
+        raise InputError(f"--suite {ref}: cannot read the file ({e.strerror or e})") from None
+    if not head.strip() and size <= len(head):
+        raise InputError(f"--suite {ref}: the file is empty (no cases)")
+    nul = head.find(b"\0")
+    if nul >= 0:
+        raise InputError(f"--suite {ref}: a binary file, not a text suite (NUL byte at offset {nul})")
+    import codecs
+
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=size <= len(head))
+    except UnicodeDecodeError as e:
+        raise InputError(f"--suite {ref}: not UTF-8 text "
+                         f"(byte 0x{head[e.start]:02x} at offset {e.start})") from None
+
+
+def _check_has_cases(ref: str, suite: Any) -> None:
+    """A suite that loaded with zero cases (empty, or every line skipped as bad) is an input error, not a run."""
+    if getattr(suite.manifest, "case_count", 1) != 0:
+        return
+    problems = list(getattr(suite, "problems", []) or [])
+    why = ""
+    if problems:
+        p = problems[0]
+        why = f" ({len(problems)} bad line(s) skipped; first: {p.source}:{p.line}: {p.message})"
+    raise InputError(f"--suite {ref}: no cases to run{why}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -176,20 +232,47 @@ def _utcnow() -> str:
 
 
 def new_run_dir(out: Path | None) -> Path:
-    """``--out`` (must be new or empty) or ``runs/<UTC timestamp>`` (suffixed if taken)."""
+    """``--out`` (must be new or empty) or ``runs/<UTC timestamp>`` (suffixed if taken).
+
+    Every way the folder can be unusable (a file in the way, no permission, a path too long, a read-only
+    file system) is an :class:`InputError` naming the path, so a typo costs one line, not a traceback.
+    """
     if out is not None:
         out = Path(out)
-        if out.exists() and any(out.iterdir()):
-            raise InputError(f"--out {out}: folder exists and is not empty (use --resume {out} to continue it)")
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"--out {out}: exists and is not a folder")
+            if out.is_dir() and _has_content(out):
+                raise InputError(f"--out {out}: folder exists and is not empty (use --resume {out} to continue it)")
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
         return out
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     base = Path("runs") / stamp
     path, i = base, 2
-    while path.exists():
-        path, i = Path(f"{base}-{i}"), i + 1
-    path.mkdir(parents=True)
+    try:
+        while path.exists():
+            path, i = Path(f"{base}-{i}"), i + 1
+        path.mkdir(parents=True)
+    except OSError as e:
+        raise InputError(f"cannot create the run folder {path} ({e.strerror or e}); choose one with --out DIR") from None
     return path
+
+
+def _has_content(folder: Path) -> bool:
+    """Anything but the lock file (a run that died before writing its manifest leaves only that)."""
+    return any(p.name != LOCK_NAME for p in folder.iterdir())
+
+
+def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
+    """Take the folder's writer lock; a live holder or an unwritable folder is an :class:`InputError` (exit 2)."""
+    try:
+        return RunFolderLock(run_dir).acquire()
+    except RunFolderBusy as e:
+        raise InputError(str(e)) from None
+    except StoreError as e:
+        raise InputError(f"{flag} {e}") from None
 
 
 def _versions() -> dict[str, str]:
@@ -283,13 +366,23 @@ async def _preflight(clients: dict[str, EndpointClient]) -> None:
 
 
 def execute_run(settings: RunSettings) -> RunOutcome:
-    """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines."""
+    """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines.
+
+    The run folder's writer lock is held from the moment the folder is chosen until this returns.
+    """
+    with contextlib.ExitStack() as held:
+        return _execute_run(settings, held)
+
+
+def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcome:
     s = settings
     warnings: list[str] = []
     if s.resume is not None:
         run_dir = Path(s.resume)
         try:
-            manifest = RunManifest.load(run_dir)
+            RunManifest.load(run_dir)  # a folder that is no run gets its own message, and no lock file
+            held.callback(lock_run_dir(run_dir, "--resume").release)
+            manifest = RunManifest.load(run_dir)  # again under the lock: what a finished writer left
         except StoreError as e:
             raise InputError(str(e)) from None
         endpoints = _endpoints_from_manifest(manifest, s.endpoints)
@@ -317,6 +410,9 @@ def execute_run(settings: RunSettings) -> RunOutcome:
                                  f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
     if run_dir is None:
         run_dir = new_run_dir(s.out)
+        held.callback(lock_run_dir(run_dir, "--out").release)
+        if _has_content(run_dir):  # another run took the empty folder and finished before we locked it
+            raise InputError(f"--out {run_dir}: folder exists and is not empty (use --resume {run_dir} to continue it)")
         s.out = run_dir  # so an interrupted caller can say where to --resume
     problems: list[InputProblem] = []
     for _, _, suite in loaded:
@@ -391,6 +487,7 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
         for name, (ok, total) in ok_by_endpoint.items():
             if total and not ok:
                 failures.append(f"endpoint '{name}': all {total} exchanges failed")
+        duplicate_warnings = _note_duplicates(store, results)
         finished = _utcnow()
         # the logprob kind attaches each candidate's quantization fingerprint to its result; the summary
         # publishes them at the top level, where the report's disclosure cards and CI users look
@@ -406,7 +503,7 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
         manifest.finished_at = finished
         manifest.status = "failed" if failures else "completed"
         manifest.write(run_dir)
-    outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures)
+    outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
     # index first, so the report can chart this run beside the endpoint's history and test drift
     history_db: Path | None = None
     if s.history:
@@ -417,6 +514,24 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
     if s.render:
         outcome.warnings += render(run_dir, history_db)
     return outcome
+
+
+def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> list[str]:
+    """Say, in each affected result's notes and once as a warning, how many duplicated record lines scoring ignored.
+
+    Duplicates come only from older versions or from two writers before the folder lock; scoring already
+    counted each key once (the first line), and the note keeps that visible instead of silently fixing it.
+    """
+    dups = store.duplicates_on_read()
+    if not dups:
+        return []
+    for r in results:
+        n = dups.get((r.suite, r.endpoint))
+        if n:
+            r.notes.append(f"{n} duplicate record line(s) in records.jsonl ignored: each exchange counted once "
+                           "(the first line of its key)")
+    return [(f"records.jsonl: {sum(dups.values())} duplicate record line(s) ignored in scoring "
+             "(written by an older version or by two runs at once); each exchange counted once")]
 
 
 def _default_db() -> Path | None:

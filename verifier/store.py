@@ -11,11 +11,14 @@ request on a fast endpoint while flush alone already survives a process kill (on
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
+import socket
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,7 +39,10 @@ class RecordStore:
     """``records.jsonl`` in a run folder: append-only, one :class:`ExchangeRecord` per line, flushed per record.
 
     Appending a record whose key is already on disk is a no-op (counted in ``duplicates_dropped``): the
-    guarantee "no exchange duplicated" holds even if a caller forgets to skip done keys on resume.
+    guarantee "no exchange duplicated" holds even if a caller forgets to skip done keys on resume. That holds
+    within one process; across processes :class:`RunFolderLock` keeps a second writer out. A file that already
+    holds a key twice (written by an older version, or by two runs at once before the lock existed) is read
+    with the first line of each key only: see :meth:`duplicates_on_read`.
     """
 
     def __init__(self, path: Path, *, fsync_interval_s: float = 1.0) -> None:
@@ -47,6 +53,7 @@ class RecordStore:
         self._last_fsync = time.monotonic()
         self.duplicates_dropped = 0
         self.torn_bytes_trimmed = 0
+        self._read_duplicates: Counter[tuple[str, str]] = Counter()
         self._keys: set[tuple] = set(self._scan_keys())
         self._fh: Any = None  # opened on the first append, so readers (report, scoring) never hold a write handle
 
@@ -97,10 +104,11 @@ class RecordStore:
         """All records, optionally filtered; validated into :class:`ExchangeRecord` (scoring wants types)."""
         out = []
         # cheap pre-filter before a full parse, only for values that serialise verbatim (plain ASCII, no escapes)
-        needles = [f'"{k}":"{v}"'.encode() for k, v in (("kind", kind), ("suite", suite))
+        # (a line written with other spacing, e.g. by another tool, lacks the compact key and is parsed in full)
+        needles = [(f'"{k}":"'.encode(), f'"{k}":"{v}"'.encode()) for k, v in (("kind", kind), ("suite", suite))
                    if v is not None and v.isascii() and v.isprintable() and '"' not in v and "\\" not in v]
         for lineno, raw in self._lines():
-            if needles and not all(n in raw for n in needles):
+            if any(key in raw and value not in raw for key, value in needles):
                 continue
             try:
                 rec = ExchangeRecord.model_validate_json(raw)
@@ -108,7 +116,41 @@ class RecordStore:
                 raise StoreError(f"{self.path}:{lineno}: not a valid record ({_first_line(e)})") from None
             if (kind is None or rec.kind == kind) and (suite is None or rec.suite == suite):
                 out.append(rec)
-        return out
+        return self._first_of_each_key(out)
+
+    def _first_of_each_key(self, records: list[ExchangeRecord]) -> list[ExchangeRecord]:
+        """Keep the first record of each key, in file order, and count the later ones per (suite, endpoint).
+
+        Why the first: it is the exchange ``--resume`` saw as done (the store's key set is built from the first
+        occurrence), and scoring must count each (suite, case, endpoint, repeat, step, variant) once, whatever
+        an older version or a concurrent writer left in the file.
+        """
+        seen: set[tuple] = set()
+        kept: list[ExchangeRecord] = []
+        dropped: Counter[tuple[str, str]] = Counter()
+        for rec in records:
+            key = rec.key()
+            if key in seen:
+                dropped[(rec.suite, rec.endpoint)] += 1
+                continue
+            seen.add(key)
+            kept.append(rec)
+        if dropped:
+            with self._lock:
+                for where, n in dropped.items():
+                    self._read_duplicates[where] = max(self._read_duplicates[where], n)
+            log.warning("%s: %d duplicate record line(s) ignored (first of each key kept)", self.path,
+                        sum(dropped.values()))
+        return kept
+
+    def duplicates_on_read(self) -> dict[tuple[str, str], int]:
+        """(suite, endpoint) -> record lines ignored by :meth:`read` because their key came earlier in the file.
+
+        Counts are per (suite, endpoint) as seen by the reads made so far (a read filtered to one suite only
+        counts that suite), so callers read what they score first, then ask.
+        """
+        with self._lock:
+            return {k: v for k, v in self._read_duplicates.items() if v}
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         if not self.path.exists():
@@ -156,6 +198,93 @@ class RecordStore:
             fh.truncate(keep)
         log.warning("%s: trimmed a torn last line (%d bytes) left by an interrupted run", self.path, size - keep)
         return size - keep
+
+
+# ----------------------------------------------------------------------------------------------------------
+# one writer per run folder
+# ----------------------------------------------------------------------------------------------------------
+
+LOCK_NAME = ".verifier.lock"
+
+
+class RunFolderBusy(StoreError):
+    """Another live process holds the run folder's lock; the message names it (pid, host, start time)."""
+
+
+class RunFolderLock:
+    """An exclusive ``flock`` on ``DIR/.verifier.lock``, held for the life of one ``verifier run``.
+
+    Why a kernel lock and not a "lock file exists" marker: the kernel drops a ``flock`` when its holder dies, so
+    a run killed with ``kill -9`` (exactly the case ``--resume`` exists for) never leaves a stale lock that a
+    user would have to delete by hand. The file's content (pid, host, start time) only serves to name the
+    holder in the second writer's error; it is never used to decide whether the folder is taken. ``flock``
+    is advisory and per host (POSIX; not reliable on some network file systems): it keeps out another
+    ``verifier run``, which is what two ``--resume DIR`` at once needed.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunFolderLock":
+        """Take the lock or raise :class:`RunFolderBusy` (held) / :class:`StoreError` (folder not writable)."""
+        try:
+            import fcntl  # POSIX only; imported here so that reading a run folder never needs it
+        except ImportError:  # e.g. Windows: run unlocked, say so; scoring still counts each key once
+            log.warning("%s: not locked (no fcntl on this platform); run one writer at a time", self.run_dir)
+            return self
+
+        try:
+            # no O_TRUNC: a second writer that fails to lock must still be able to read who holds it
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StoreError(f"{self.run_dir}: cannot write in the run folder ({e.strerror or e})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise RunFolderBusy(f"{self.run_dir}: another verifier run is writing this folder ({holder}); "
+                                "wait for it to finish or stop it, then --resume") from None
+        except OSError as e:
+            os.close(fd)
+            raise StoreError(f"{self.run_dir}: cannot lock the run folder ({e.strerror or e})") from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(),
+                "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Empty the holder note and drop the lock (closing the descriptor drops the ``flock``)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+        except OSError:
+            pass
+        os.close(fd)
+
+    def __enter__(self) -> "RunFolderLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    """'pid 123 on host, started 2026-...' from the lock file, or why it cannot be said."""
+    try:
+        raw = os.pread(fd, 4096, 0)
+        info = json.loads(raw) if raw.strip() else None
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, dict):
+        return "holder not recorded yet"
+    return f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started {info.get('started_at', '?')}"
 
 
 def _first_line(e: Exception) -> str:

@@ -90,3 +90,38 @@ def test_read_filters_unusual_suite_names(tmp_path):
         assert [r.suite for r in st.read(suite='quote"d', kind="toolcall")] == ['quote"d']
         assert [r.suite for r in st.read(suite="back\\slash")] == ["back\\slash"]
         assert st.read(suite="plain", kind="agent_step") == []
+
+
+def test_read_keeps_the_first_line_of_each_key_and_counts_the_rest(tmp_path):
+    """A file that already holds a key twice (an older version, or two writers before the folder lock) is read
+    with each key once, the first line winning, and the ignored lines counted per (suite, endpoint)."""
+    path = tmp_path / "r.jsonl"
+    first = [rec("c1"), rec("c2"), rec("c1", endpoint="b"), rec("c3", suite="t", kind="agent_step", step=0)]
+    def failed(r: ExchangeRecord, status: int) -> ExchangeRecord:
+        return r.model_copy(update={"status": status, "error_class": "server_error"})
+
+    later = [failed(rec("c1"), 500), rec("c2", repeat=1),  # repeat 1 is a new key: kept
+             failed(rec("c1"), 503), failed(rec("c3", suite="t", kind="agent_step", step=0), 500)]
+    path.write_text("".join(r.model_dump_json() + "\n" for r in first + later))
+    st = RecordStore(path)
+    got = st.read()
+    assert [(r.suite, r.case_id, r.endpoint, r.repeat, r.status) for r in got] == [
+        ("s", "c1", "a", 0, 200), ("s", "c2", "a", 0, 200), ("s", "c1", "b", 0, 200), ("t", "c3", "a", 0, 200),
+        ("s", "c2", "a", 1, 200)]
+    assert st.duplicates_on_read() == {("s", "a"): 2, ("t", "a"): 1}
+    assert len(st) == 5  # the resume key set agrees: five distinct exchanges
+    fresh = RecordStore(path)
+    assert [r.status for r in fresh.read(suite="s")] == [200, 200, 200, 200]
+    assert fresh.duplicates_on_read() == {("s", "a"): 2}  # counts cover what was read so far
+    assert RecordStore(tmp_path / "clean.jsonl").duplicates_on_read() == {}
+
+
+def test_read_filter_does_not_skip_lines_written_with_other_spacing(tmp_path):
+    """The fast pre-filter looks for the compact ``"suite":"s"``; a valid line spaced differently is parsed, not lost."""
+    import json
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(json.loads(rec("c1").model_dump_json()), indent=None) + "\n"
+                    + rec("c2").model_dump_json() + "\n" + rec("c3", suite="other").model_dump_json() + "\n")
+    assert ", " in path.read_text().splitlines()[0]
+    assert [r.case_id for r in RecordStore(path).read(suite="s", kind="toolcall")] == ["c1", "c2"]
