@@ -8,12 +8,16 @@ schema at import).
 
 Java and JavaScript parameters are strings on the wire, so their options are rendered as the source
 text BFCL's converters read back into the answer's value: ``true``, ``50``, ``50L`` (Java long),
-``3.5f`` (Java float), ``10n`` (JavaScript BigInt), ``new ArrayList<>(Arrays.asList(1, 2))``,
+``3.5f`` (Java float), ``10n`` (JavaScript BigInt), ``new ArrayList<>(Arrays.asList(1L, 2L))`` (also
+``<Long>`` and ``<Object>``),
 ``new int[]{1, 2}``, ``new HashMap<String, Object>() {{ put("k", 1); }}``, ``[60, 30]``,
 ``{key: "value"}``. BFCL parses the model's string and compares values; here the model's string is
 compared with these renderings after BFCL's string standardisation (spaces and ``,./-_*^`` ignored,
-case folded). Scalars, the large majority, match exactly as in BFCL; a collection written in another
-spelling that BFCL's converter would also read (``new ArrayList<Integer>(...)``) is missed here.
+case folded). Scalars, the large majority, match exactly as in BFCL; a collection written in a spelling
+BFCL's regex converters also read but not listed here (text after the literal, single-quoted HashMap
+keys, which BFCL refuses and this accepts) can differ. Element texts follow BFCL's converter quirks
+(``long`` elements need ``L``; ``String`` elements are quoted in an ``ArrayList`` but not in an
+``Array``), so the canonical answer is one BFCL's own checker accepts.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from typing import Any
 from jsonschema.validators import validator_for
 
 OMIT = ""  # BFCL's "this parameter may be left out"
+#: BFCL's converter reads any generic argument (``new ArrayList<Long>(...)``): the usual spellings are options.
+_JAVA_BOXED = {"integer": "Integer", "long": "Long", "String": "String", "char": "Character", "float": "Float",
+               "double": "Double", "boolean": "Boolean", "byte": "Byte", "short": "Short", "any": "Object"}
 _JAVA_ARRAY_ELEMENT = {"integer": "int", "String": "String", "long": "long", "char": "char", "float": "float",
                        "double": "double", "boolean": "boolean", "byte": "byte", "short": "short", "any": "Object"}
 
@@ -55,12 +62,29 @@ class AnswerSkip:
 
 
 def _java_scalar(value: Any) -> str:
-    """A value inside a Java collection, as BFCL's ``parse_java_value`` reads it back."""
+    """A value inside a Java collection of unknown element type (BFCL's ``parse_java_value`` reads it)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)
     return repr(value)
+
+
+def _java_element(value: Any, item_type: str | None, container: str) -> str:
+    """A collection element as BFCL's Java converter reads it for the declared element type.
+
+    BFCL strips the quotes of ``String`` elements in an ``ArrayList`` but not in an ``Array``, and
+    reads ``any`` elements as raw text, so those are written unquoted, as its checker expects.
+    """
+    if item_type is None:
+        return _java_scalar(value)
+    if isinstance(value, str):
+        if item_type == "String" and container == "ArrayList":
+            return json.dumps(value)
+        if item_type == "char" and container == "ArrayList":
+            return f"'{value}'"
+        return value
+    return render_java(value, item_type, None)[0]
 
 
 def _first_choice(options: Any) -> Any:
@@ -103,11 +127,15 @@ def render_java(value: Any, bfcl_type: str, item_type: str | None) -> list[str]:
             return [repr(float(value))] + ([str(int(value))] if float(value).is_integer() else [])
         return [repr(value)]
     if isinstance(value, list):
-        items = ", ".join(_java_scalar(resolve(x)) for x in value)
+        container = "Array" if bfcl_type == "Array" else "ArrayList"
+        items = ", ".join(_java_element(resolve(x), item_type, container) for x in value)
         if bfcl_type == "Array":
             element = _JAVA_ARRAY_ELEMENT.get(item_type or "any", "Object")
             return [f"new {element}[]{{{items}}}"]
-        return [f"new ArrayList<>(Arrays.asList({items}))" if value else "new ArrayList<>()"]
+        generics = dict.fromkeys(["", _JAVA_BOXED.get(item_type or "any", "Object"), "Object"])
+        if not value:
+            return [f"new ArrayList<{g}>()" for g in generics]
+        return [f"new ArrayList<{g}>(Arrays.asList({items}))" for g in generics]
     if isinstance(value, dict):
         plain = resolve(value)
         puts = " ".join(f"put({json.dumps(k)}, {_java_scalar(v)});" for k, v in plain.items())
@@ -219,10 +247,14 @@ def expected_from_answer(answer: dict[str, Any], bfcl_docs: dict[str, dict[str, 
             arguments[k] = value
     exp = ExpectedAnswer(tool=names[fname], arguments=arguments, options=options)
     errors = sorted(validator_for(schema)(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    undeclared = sorted(set(args) - set(schema.get("properties") or {}))
     if errors:
         err = errors[0]
         exp.schema_problem = f"{'.'.join(str(p) for p in err.path) or '(top)'}: {err.message}"
         exp.schema_problem_cause = _blame(err, args, docs, language)
+    elif undeclared:  # BFCL's checker refuses a parameter its doc does not declare: no reply can match
+        exp.schema_problem = f"{undeclared[0]}: the answer names a parameter the function does not declare"
+        exp.schema_problem_cause = "bfcl data"
     return exp
 
 

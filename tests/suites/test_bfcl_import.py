@@ -154,15 +154,16 @@ def test_java_and_javascript_parameters_are_strings_as_bfcl_types_them(imported)
     assert "items" not in props["ids"] and "This is Java ArrayList type parameter in string representation." in \
         props["ids"]["description"] and "elements are of type long" in props["ids"]["description"]
     assert "Java 8 SDK syntax" in upd.body["tools"][0]["function"]["description"]
-    assert upd.expected.arguments == {"ids": "new ArrayList<>(Arrays.asList(7, 9))", "notify": "true",
+    # element types as BFCL's Java converter reads them: long elements need their L
+    assert upd.expected.arguments == {"ids": "new ArrayList<>(Arrays.asList(7L, 9L))", "notify": "true",
                                       "batchSize": "500L"}
     assert upd.expected.options["ratio"] == ["", "1.0", "1"]
-    assert expected_args_match({"ids": "new ArrayList<>(Arrays.asList(7,9))", "notify": "true", "batchSize": "500l"},
+    assert expected_args_match({"ids": "new ArrayList<>(Arrays.asList(7L,9L))", "notify": "true", "batchSize": "500l"},
                                upd.expected)
-    assert not expected_args_match({"ids": "new ArrayList<>(Arrays.asList(7, 9))", "notify": True,
+    assert not expected_args_match({"ids": "new ArrayList<>(Arrays.asList(7L, 9L))", "notify": True,
                                     "batchSize": "500L"}, upd.expected)  # a JSON boolean is not Java source text
     run = java["simple_java_1"]
-    assert run.expected.arguments["args"] == 'new String[]{"-v", "-q"}'
+    assert run.expected.arguments["args"] == "new String[]{-v, -q}"  # BFCL keeps quotes of Array<String> elements
     assert run.expected.arguments["settings"] == 'new HashMap<String, Object>() {{ put("limit", 50); put("schema", "public"); }}'
     assert "any type of Java object" in run.tools()["Report_run"]["properties"]["monitor"]["description"]
     js = suites["BFCL_v4_simple_javascript.json"]
