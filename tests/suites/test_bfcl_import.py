@@ -214,7 +214,7 @@ def test_func_docs_import_multi_turn_memory_and_web_search(imported, tmp_path: P
     res = runner.invoke(app, ["import", "bfcl", str(lone), "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 2 and NO_FUNC_DOCS in res.output and "no convertible entries" in res.output
     res = runner.invoke(app, ["import", "bfcl", str(lone), "--func-docs", str(FIXTURES / "multi_turn_func_doc"),
-                              "--answers", str(FIXTURES / "possible_answer" / lone.name), "--out", str(tmp_path / "o.jsonl")])
+                              "--answers", str(FIXTURES / "possible_answer"), "--out", str(tmp_path / "o.jsonl")])
     assert res.exit_code == 0, res.output
     assert [c.id for c in load_jsonl(tmp_path / "o.jsonl", strict=True).cases] == ["multi_turn_base_0"]
 
