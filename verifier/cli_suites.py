@@ -115,7 +115,7 @@ def _answers_for(question_file: Path, answers: Optional[Path], several: bool) ->
 
 def _print_summary(results: list[ImportResult]) -> None:
     """One table for every file: what came in, what went out, what was left out and why."""
-    table = Table("file", "entries", "imported", "with expected", "skipped (reason: entries)",
+    table = Table("file", "entries", "cases imported", "with expected", "skipped (reason: entries)",
                   "answers failing their schema", title="BFCL import")
     for r in results:
         skipped = "; ".join(f"{reason}: {n}" for reason, n in r.skipped.most_common()) or "-"
