@@ -189,6 +189,10 @@ def _turns(question: Any) -> list[list[dict[str, Any]]]:
     return turns
 
 
+class _Skip(Exception):
+    """An entry left out for a named reason (not an error in the file)."""
+
+
 @dataclass
 class _Case:
     """One case ready to become a suite line."""
@@ -228,10 +232,6 @@ def _cases_of(obj: dict[str, Any], func_docs: FuncDocs | None) -> list[_Case]:
     held_out = {name for names in (obj.get("missed_function") or {}).values() for name in names}
     functions = [fn for fn in functions if fn["name"] not in held_out]
     return [_Case(case_id, category, messages, functions, len(turns))]
-
-
-class _Skip(Exception):
-    """An entry left out for a named reason (not an error in the file)."""
 
 
 def _line_for(case: _Case, answers: dict[str, dict[str, Any]] | None, result: ImportResult) -> str:
