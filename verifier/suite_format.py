@@ -8,7 +8,9 @@ unchanged, and anyone can write a case by pasting a request they already send. C
 - the K2VV role ``_input`` means ``system``;
 - an optional ``_meta`` object carries ``id`` (string), ``tags`` (list of strings) and ``expected``:
   ``{"tool": name, "arguments": {...}}`` when the right answer is that call, ``null`` when no tool fits.
-  An absent ``expected`` means "no ground truth", which is not the same as ``null``.
+  An absent ``expected`` means "no ground truth", which is not the same as ``null``. An expected call may
+  also carry ``options`` (``{"arg": [acceptable values...]}``, BFCL's possible answers as imported by
+  ``verifier suites import bfcl``); the scorer then matches by BFCL's rule instead of against ``arguments``.
 
 A bad line raises :class:`SuiteLineError` naming ``file:line`` and the field. Loading is lenient by
 default (skip and count the line as an :class:`InputProblem`) and strict on request.
@@ -51,6 +53,9 @@ class ExpectedCall(BaseModel):
 
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    #: BFCL-style acceptable values per argument (``""`` = may be omitted), from imported BFCL answers;
+    #: when present the scorer matches against these lists (verifier.bfcl_options), not ``arguments``.
+    options: dict[str, list[Any]] | None = None
 
 
 class ToolcallCase(BaseModel):
@@ -85,7 +90,8 @@ class ToolcallCase(BaseModel):
             "id": self.id,
             "body": self.body,
             "tags": self.tags,
-            "expected": self.expected.model_dump() if self.expected else None,
+            "expected": self.expected.model_dump(exclude={"options"} if self.expected.options is None else None)
+            if self.expected else None,
             "has_expected": self.has_expected,
             "stream": self.stream,
         }
@@ -215,7 +221,11 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
         args = exp.get("arguments", {})
         if not isinstance(args, dict):
             _fail(source, line, "_meta.expected.arguments must be an object")
-        expected = ExpectedCall(tool=exp["tool"], arguments=args)
+        options = exp.get("options")
+        if options is not None and not (isinstance(options, dict) and all(
+                isinstance(v, list) and v for v in options.values())):
+            _fail(source, line, "_meta.expected.options must be an object of non-empty lists of acceptable values")
+        expected = ExpectedCall(tool=exp["tool"], arguments=args, options=options)
     return ToolcallCase(
         id=case_id, body=body, tags=list(tags), has_expected=has_expected, expected=expected, stream=stream, line=line
     )

@@ -33,8 +33,9 @@ from jsonschema import FormatChecker
 from jsonschema.validators import validator_for
 
 from verifier import stats
+from verifier.bfcl_options import args_match_options
 from verifier.records import ExchangeRecord, Interval
-from verifier.suite_format import ToolcallCase
+from verifier.suite_format import ExpectedCall, ToolcallCase
 from verifier.summary_model import Comparison, Disagreement, EndpointSuiteResult, Series
 
 MAX_DISAGREEMENTS = 200  # per endpoint and suite; the total is in counts["disagreements_total"]
@@ -150,6 +151,14 @@ def args_bfcl_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(args_bfcl_equal(a[k], b[k]) for k in a)
     return a is None and b is None
+
+
+def expected_args_match(arguments: Any, expected: ExpectedCall) -> bool:
+    """BFCL-style match against the suite's answer: its option lists when it has them (imported BFCL
+    answers keep every acceptable value), else :func:`args_bfcl_equal` against its one ``arguments``."""
+    if expected.options is not None:
+        return args_match_options(arguments, expected.options)
+    return args_bfcl_equal(arguments, expected.arguments)
 
 
 # --------------------------------------------------------------------------- per-exchange analysis
@@ -306,7 +315,7 @@ def _case_correct(o: Outcome, case: ToolcallCase) -> bool:
     if case.expected is None:
         return not o.calls
     return (len(o.calls) == 1 and o.calls[0].name == case.expected.tool and o.calls[0].valid
-            and args_bfcl_equal(o.calls[0].arguments, case.expected.arguments))
+            and expected_args_match(o.calls[0].arguments, case.expected))
 
 
 # --------------------------------------------------------------------------- the scorer
@@ -333,7 +342,7 @@ def _expected_block(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> 
     want = [(o, c) for o, c in scored if c.expected is not None]
     name_ok = [bool(o.calls) and o.calls[0].name == c.expected.tool for o, c in want]
     exact = [ok and args_exact_equal(o.calls[0].arguments, c.expected.arguments) for ok, (o, c) in zip(name_ok, want)]
-    bfcl = [ok and args_bfcl_equal(o.calls[0].arguments, c.expected.arguments) for ok, (o, c) in zip(name_ok, want)]
+    bfcl = [ok and expected_args_match(o.calls[0].arguments, c.expected) for ok, (o, c) in zip(name_ok, want)]
     metrics["expected_tool_accuracy"] = stats.rate(name_ok)
     metrics["expected_args_exact"] = stats.rate(exact)
     metrics["expected_args_bfcl"] = stats.rate(bfcl)

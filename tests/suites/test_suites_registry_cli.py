@@ -84,18 +84,18 @@ def test_import_bfcl_converts_dialect_and_answers(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     res = runner.invoke(app, ["import", "bfcl", str(q), "--out", str(out), "--answers", str(a)])
     assert res.exit_code == 0, res.output
-    assert "3 cases (2 with expected answers, 0 skipped)" in res.output
+    assert "3 cases (2 with expected answers, 0 entries skipped)" in res.output
     suite = load_jsonl(out, strict=True)
     simple, irrelevant, multi = suite.cases
     params = simple.tools()["geometry_triangle_area"]
     assert params["type"] == "object"
-    assert params["properties"]["height"]["type"] == "number"
+    assert params["properties"]["height"]["type"] == "number" and params["properties"]["height"]["format"] == "float"
     assert params["properties"]["dims"] == {"type": "array", "items": {"type": "number"}}
-    assert "type" not in params["properties"]["meta"] and "optional" not in params["properties"]["unit"]
+    assert params["properties"]["meta"]["type"] == "string"  # BFCL maps `any` to string
     assert simple.expected.tool == "geometry_triangle_area" and simple.expected.arguments == {"base": 10, "height": 5.0}
     assert "bfcl:simple" in simple.tags
     assert irrelevant.has_expected and irrelevant.expected is None
-    assert "bfcl:multi_turn_first_turn_only" in multi.tags and multi.body["messages"][-1]["content"] == "first"
+    assert "bfcl:first_turn_of:2" in multi.tags and multi.body["messages"][-1]["content"] == "first"
 
 
 def test_import_bfcl_bad_entries_name_file_line(tmp_path: Path) -> None:
