@@ -175,7 +175,7 @@ def ours_per_record(records_path: Path, suite_path: Path) -> dict[tuple, bool | 
     for text in records_path.read_text(encoding="utf-8").splitlines():
         r = ExchangeRecord.model_validate_json(text)
         tools = cases[r.case_id].body.get("tools", []) if r.case_id in cases else []
-        out[(r.case_id, r.variant, r.repeat)] = (k2vv_rule.reply_valid(r.tool_calls, tools)
+        out[(r.case_id, r.variant, r.repeat)] = (k2vv_rule.record_valid(r, tools)
                                                  if k2vv_rule.finish_reason(r) == "tool_calls" else None)
     return out
 

@@ -23,6 +23,11 @@ schema), where our own ``schema_accuracy`` deliberately differs. The rule, from 
 a user can diff the two files. Exchanges that failed (transport or HTTP errors, as our client classifies
 them) count in ``failure_count`` and have no finish reason, as in K2VV; a streamed reply that ended without a
 finish reason counts as ``stop``, as K2VV's stream reassembly does.
+
+Non-streamed calls are judged from the stored body as the provider sent it (``null`` or object arguments, a
+malformed entry), because the typed record normalises exactly the inputs where K2VV's verdict would change.
+Streamed calls are judged as our client reassembled them (OpenAI's delta semantics); K2VV's own reassembly
+differs only for a provider that splits a tool's *name* over several deltas (K2VV keeps the last piece).
 """
 
 from __future__ import annotations
@@ -59,6 +64,15 @@ def _offered_parameters(tools: Any, name: str | None) -> Any:
     return _NOT_FOUND
 
 
+def entry_valid(entry: Any, tools: Any) -> bool:
+    """K2VV's verdict on one ``tool_calls`` entry as the provider sent it (not an object, no ``function``
+    object, or a missing ``name`` or ``arguments`` key: invalid, as the lookup fails in K2VV's validator)."""
+    fn = entry.get("function") if isinstance(entry, dict) else None
+    if not isinstance(fn, dict) or "name" not in fn or "arguments" not in fn:
+        return False
+    return call_valid(fn["name"], fn["arguments"], tools)
+
+
 def call_valid(name: str | None, arguments: Any, tools: Any) -> bool:
     """K2VV's verdict on one call against the request's ``tools`` list (as sent)."""
     schema = _offered_parameters(tools, name)
@@ -81,6 +95,32 @@ def reply_valid(calls: Iterable[ToolCall], tools: Any) -> bool:
     """A tool-call reply is valid when it has at least one call and every call is valid."""
     calls = list(calls)
     return bool(calls) and all(call_valid(c.name, c.arguments, tools) for c in calls)
+
+
+def _sent_entries(record: ExchangeRecord) -> list[Any] | None:
+    """The ``tool_calls`` entries of a non-streamed reply exactly as sent, when the stored body has them.
+
+    Why: the typed record normalises what K2VV reads raw (``null`` arguments become ``""``, an object becomes
+    its JSON text, a malformed entry is dropped with a wire issue), and on those inputs K2VV's verdict differs.
+    A streamed reply has no such body: K2VV reassembles deltas into strings too, so the typed calls are used.
+    """
+    if record.stream or not isinstance(record.response, dict):
+        return None
+    choices = record.response.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    msg = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(msg, dict):
+        return None
+    entries = msg.get("tool_calls")
+    return entries if isinstance(entries, list) else []
+
+
+def record_valid(record: ExchangeRecord, tools: Any) -> bool:
+    """K2VV's verdict on one exchange's calls (meaningful when its finish reason is ``tool_calls``)."""
+    entries = _sent_entries(record)
+    if entries is None:
+        return reply_valid(record.tool_calls, tools)
+    return bool(entries) and all(entry_valid(e, tools) for e in entries)
 
 
 @dataclass
@@ -124,7 +164,7 @@ def summarise(records: Iterable[ExchangeRecord], tools_by_case: dict[str, Any]) 
             s.finish_stop += 1
         elif fr == "tool_calls":
             s.finish_tool_calls += 1
-            if reply_valid(r.tool_calls, tools_by_case.get(r.case_id, [])):
+            if record_valid(r, tools_by_case.get(r.case_id, [])):
                 s.successful_tool_call_count += 1
             else:
                 s.schema_validation_error_count += 1

@@ -172,7 +172,7 @@ def test_k2vv_counts_on_edge_replies_through_a_run(tmp_path: Path, scripted_serv
     for e in tool_call_replies:
         rec = by_case[e.id]
         assert rec.finish_reason == "tool_calls"
-        assert k2vv_rule.reply_valid(rec.tool_calls, list(e.tools)) is e.k2vv_valid, e.id
+        assert k2vv_rule.record_valid(rec, list(e.tools)) is e.k2vv_valid, e.id
 
     # our own rule on the same replies: 22 calls, the one of the invalid-schema tool left out of the denominator
     statuses = [s for e in EDGES for s in e.ours]
@@ -193,3 +193,45 @@ def test_strict_still_rejects_a_bad_schema_line(tmp_path: Path, scripted_server)
                                    str(out), "--no-history", "--quiet", "--strict"], catch_exceptions=False)
     line = next(i + 1 for i, e in enumerate(EDGES) if e.id == "bad_schema_tool")
     assert res.exit_code != 0 and f"edges.jsonl:{line}: tools[1].function.parameters is not a valid JSON Schema" in res.output
+
+
+# Replies whose tool_calls entries the typed record has to normalise (null arguments, arguments sent as an object, a
+# malformed entry): K2VV reads the body as sent, so the count must too. Non-streamed only (a raw body).
+UNTYPED = _tool("lookup", {"properties": {"city": {"type": "string"}}})  # no "type": null passes it
+
+
+def _raw(*entries: Any, finish: str = "tool_calls") -> Callable[[], Reply]:
+    body = {"id": "chatcmpl-raw", "object": "chat.completion", "created": 0, "model": "scripted-model",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": None, "tool_calls": list(entries)}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}
+    return lambda: Reply(body=body)
+
+
+def _fn(name: str, **kw: Any) -> dict:
+    return {"id": "call_1", "type": "function", "function": {"name": name, **kw}}
+
+
+RAW_EDGES = [
+    Edge("null_arguments_untyped_schema", _raw(_fn("lookup", arguments=None)), True, tools=(UNTYPED,)),
+    Edge("null_arguments_object_schema", _raw(_fn("get_weather", arguments=None)), False),
+    Edge("object_arguments", _raw(_fn("get_weather", arguments={"city": "Oslo"})), True),
+    Edge("malformed_entry_beside_valid_call", _raw("oops", _fn("get_weather", arguments='{"city": "Oslo"}')), False),
+    Edge("entry_without_arguments_key", _raw(_fn("set_mode")), False),
+    Edge("tool_calls_null", _raw(finish="tool_calls"), False),
+]
+
+
+def test_k2vv_counts_read_the_body_as_sent(tmp_path: Path, scripted_server) -> None:
+    by_id = {e.id: e for e in RAW_EDGES}
+    srv = scripted_server(lambda body, ctx: by_id[body["messages"][-1]["content"].removeprefix("edge:")].reply())
+    suite = tmp_path / "raw.jsonl"
+    suite.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"edge:{e.id}"}],
+                                         "tools": list(e.tools), "_meta": {"id": e.id}}) + "\n" for e in RAW_EDGES))
+    summary, recs, res = _run(tmp_path, srv.base_url, suite, "--no-stream")
+    assert res.exit_code == 0, res.output
+    (r,) = summary.results
+    assert all(rec.ok and rec.finish_reason == "tool_calls" for rec in recs)
+    for rec in recs:
+        assert k2vv_rule.record_valid(rec, list(by_id[rec.case_id].tools)) is by_id[rec.case_id].k2vv_valid, rec.case_id
+    assert (r.counts["count_finish_reason_tool_calls"], r.counts["count_successful_tool_call"]) == (6, 2)
