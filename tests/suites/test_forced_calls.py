@@ -71,3 +71,31 @@ def test_forced_call_success_counts_calls_that_never_come(tmp_path: Path, script
     assert comp.difference.low < comp.difference.value < comp.difference.high < 0
 
     assert "Forced-call success" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def test_forced_cases_with_an_invalid_schema_are_left_out_unless_no_call_came() -> None:
+    """A call of a tool whose own schema is invalid cannot be judged; a missing call is a failure regardless."""
+    from verifier.records import ExchangeRecord, ToolCall
+    from verifier.suite_format import parse_case
+    from verifier.toolcall_scoring import score_toolcall
+
+    broken = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "objekt"}}}
+
+    def case(cid: str, choice: object) -> object:
+        return parse_case({"messages": [{"role": "user", "content": cid}], "tools": [WEATHER, broken],
+                           "tool_choice": choice, "_meta": {"id": cid}}, "mem", None)
+
+    def rec(cid: str, *calls: tuple[str, str]) -> ExchangeRecord:
+        return ExchangeRecord(request_hash="h", kind="toolcall", suite="s", case_id=cid, endpoint="ref", status=200,
+                              finish_reason="tool_calls" if calls else "stop", content=None if calls else "no",
+                              tool_calls=[ToolCall(index=i, name=n, arguments=a) for i, (n, a) in enumerate(calls)])
+
+    cases = [case("a", NAMED), case("b", NAMED), case("c", "required"), case("d", "auto")]
+    recs = [rec("a", ("get_time", "{}")), rec("b"), rec("c", ("get_weather", '{"city": "Oslo"}')),
+            rec("d", ("get_weather", "{}"))]
+    (r,) = score_toolcall("s", cases, recs, "ref", ["ref"])
+    fc = r.metrics["forced_call_success"]
+    assert (fc.value, fc.n) == (0.5, 2)  # a left out (unjudged); b failed without a call; c succeeded; d not forced
+    assert r.counts["forced_unjudged"] == 1 and r.counts["forced:no_call"] == 1 and r.counts["forced_exchanges"] == 3
+    (unforced,) = score_toolcall("s", cases[3:], recs[3:], "ref", ["ref"])
+    assert "forced_call_success" not in unforced.metrics  # not measured is absent, never 0
