@@ -172,8 +172,14 @@ def _check_messages(messages: Any, source: str, line: int | None) -> list[dict]:
     return out
 
 
-def parse_case(obj: Any, source: str, line: int | None, default_id: str | None = None) -> ToolcallCase:
-    """Validate one decoded line and normalise it into a :class:`ToolcallCase`."""
+def parse_case(obj: Any, source: str, line: int | None, default_id: str | None = None, *,
+               keep_bad_schemas: bool = False) -> ToolcallCase:
+    """Validate one decoded line and normalise it into a :class:`ToolcallCase`.
+
+    A tool schema failing its metaschema raises like any other problem unless ``keep_bad_schemas``: then the
+    case is returned with ``schema_problems`` filled (a lenient suite load sends such lines anyway; a
+    converter such as the BFCL import wants the error).
+    """
     if not isinstance(obj, dict):
         _fail(source, line, f"line is JSON but not an object (got {type(obj).__name__})")
     body = {k: v for k, v in obj.items() if k != "_meta" and k not in CLIENT_OWNED_KEYS}
@@ -184,6 +190,8 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
     bad_schemas: dict[str, str] = {}
     if "tools" in body and body["tools"] is not None:
         offered, bad_schemas = _check_tools(body["tools"], source, line)
+        if bad_schemas and not keep_bad_schemas:
+            _fail(source, line, next(iter(bad_schemas.values())))
     tc = body.get("tool_choice")
     if isinstance(tc, dict):
         fname = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
@@ -266,11 +274,9 @@ def load_jsonl(
                     raise SuiteLineError(source, line_no, f"not JSON: {exc.msg} at column {exc.colno}") from None
                 has_id = isinstance(obj, dict) and isinstance(obj.get("_meta"), dict) and "id" in obj["_meta"]
                 default_id = None if has_id else f"L{line_no}-{_body_digest(obj)[:8]}"
-                case = parse_case(obj, source, line_no, default_id=default_id)
+                case = parse_case(obj, source, line_no, default_id=default_id, keep_bad_schemas=not strict)
                 if case.id in seen:
                     raise SuiteLineError(source, line_no, f"duplicate _meta.id {case.id!r}")
-                if strict and case.schema_problems:
-                    raise SuiteLineError(source, line_no, next(iter(case.schema_problems.values())))
             except SuiteLineError as exc:
                 if strict:
                     raise

@@ -83,7 +83,7 @@ def test_forced_cases_with_an_invalid_schema_are_left_out_unless_no_call_came() 
 
     def case(cid: str, choice: object) -> object:
         return parse_case({"messages": [{"role": "user", "content": cid}], "tools": [WEATHER, broken],
-                           "tool_choice": choice, "_meta": {"id": cid}}, "mem", None)
+                           "tool_choice": choice, "_meta": {"id": cid}}, "mem", None, keep_bad_schemas=True)
 
     def rec(cid: str, *calls: tuple[str, str]) -> ExchangeRecord:
         return ExchangeRecord(request_hash="h", kind="toolcall", suite="s", case_id=cid, endpoint="ref", status=200,

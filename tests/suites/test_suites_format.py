@@ -125,6 +125,17 @@ def test_invalid_tool_schema_is_kept_and_listed_as_sent(tmp_path: Path) -> None:
     assert "not str" in suite.problems[1].message and "\n" not in suite.problems[1].message
 
 
+def test_parse_case_alone_still_rejects_a_bad_schema() -> None:
+    """Converters (the BFCL import) call parse_case to check their output: a bad schema must stay an error there."""
+    from verifier.suite_format import parse_case
+
+    bad = {"messages": [{"role": "user", "content": "x"}],
+           "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]}
+    with pytest.raises(SuiteLineError, match=r"^conv:7: tools\[0\]\.function\.parameters is not a valid JSON Schema"):
+        parse_case(bad, "conv", 7, default_id="x")
+    assert list(parse_case(bad, "conv", 7, default_id="x", keep_bad_schemas=True).schema_problems) == ["f"]
+
+
 def test_schema_draft_comes_from_dollar_schema(tmp_path: Path) -> None:
     """draft-04's boolean exclusiveMinimum is valid under draft-04 and invalid under the 2020-12 default."""
     props = {"n": {"type": "integer", "minimum": 0, "exclusiveMinimum": True}}
