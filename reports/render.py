@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 VERDICT_COLUMNS: list[tuple[str, str]] = [
     ("trigger_f1", "Trigger F1"),
     ("schema_accuracy", "Schema accuracy"),
+    ("forced_call_success", "Forced-call success"),
     ("task_success", "Agent success"),
     ("pass^k", "Agent pass^k"),
     ("kl_mean", "Mean KL"),

@@ -156,7 +156,8 @@ def _print_summary(outcome: Any) -> None:
                    f"retries {prog.get('retries', 0)}", markup=False)
     for r in s.results:
         shown = []
-        for key in ("trigger_f1", "schema_accuracy", "task_success", "kl_mean", "cache_hit_rate", "error_rate"):
+        for key in ("trigger_f1", "schema_accuracy", "forced_call_success", "task_success", "kl_mean", "cache_hit_rate",
+                    "error_rate"):
             iv = r.metrics.get(key)
             if iv is not None and iv.value is not None:
                 shown.append(f"{key}={iv.value:.3f} [{_fmt(iv.low)}, {_fmt(iv.high)}] n={iv.n}")

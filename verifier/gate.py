@@ -103,6 +103,7 @@ METRICS: dict[str, MetricInfo] = {
     # produced by the scoring modules beyond the contract's list (additive): shown and gateable by name
     "trigger_rate": MetricInfo("Tool-call trigger rate", None, "%"),
     "k2vv_schema_accuracy": MetricInfo("Schema accuracy (K2VV rule)", True, "%"),
+    "forced_call_success": MetricInfo("Forced-call success", True, "%"),
     "tokens_per_s": MetricInfo("Decode tokens per second", True),
     "latency_mean_s": MetricInfo("Latency mean", False, "s"),
 }

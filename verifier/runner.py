@@ -418,7 +418,7 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
     for _, _, suite in loaded:
         problems += list(getattr(suite, "problems", []) or [])
     for p in problems:
-        warnings.append(f"skipped {p.source}:{p.line}: {p.message}")
+        warnings.append(f"{'skipped ' if p.action == 'skipped' else ''}{p.source}:{p.line}: {p.message}")  # sent: says so
 
     started = manifest.started_at if manifest else _utcnow()
     run_id = manifest.run_id if manifest else run_dir.name

@@ -14,6 +14,12 @@ unchanged, and anyone can write a case by pasting a request they already send. C
 
 A bad line raises :class:`SuiteLineError` naming ``file:line`` and the field. Loading is lenient by
 default (skip and count the line as an :class:`InputProblem`) and strict on request.
+
+One kind of problem does not skip its line: a tool whose ``parameters`` fails its JSON Schema metaschema.
+Providers receive such schemas in real traffic and K2VV sends them, so the line is sent as written, listed
+as an :class:`InputProblem` with ``action="sent"``, counted by K2VV's rule (calls of that tool are invalid)
+and left out of our own ``schema_accuracy`` denominator (see ``toolcall_scoring``). ``strict`` still
+rejects it. Roles pass through unchanged (``function`` included) except K2VV's ``_input``.
 """
 
 from __future__ import annotations
@@ -24,12 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from jsonschema import exceptions as js_exceptions
-from jsonschema.validators import validator_for
 from pydantic import BaseModel, Field
 
 from verifier.records import SuiteManifest
 from verifier.summary_model import InputProblem
+from verifier.tool_schemas import schema_problem
 
 #: Roles OpenAI-compatible servers accept, plus K2VV's ``_input`` (rewritten to ``system``).
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function", "_input"})
@@ -68,13 +73,16 @@ class ToolcallCase(BaseModel):
     expected: ExpectedCall | None = None
     stream: bool | None = None  # the line's own "stream" value, if it had one
     line: int | None = None
+    #: tools whose ``parameters`` fail their metaschema: name -> "tools[i].function.parameters ...: why"
+    schema_problems: dict[str, str] = Field(default_factory=dict)
 
-    def tools(self) -> dict[str, dict[str, Any]]:
-        """Offered tools by name -> JSON Schema of their parameters."""
-        out: dict[str, dict[str, Any]] = {}
+    def tools(self) -> dict[str, Any]:
+        """Offered tools by name -> JSON Schema of their parameters (a tool without any takes an empty object)."""
+        out: dict[str, Any] = {}
         for t in self.body.get("tools") or []:
             fn = t.get("function") or {}
-            out[fn["name"]] = fn.get("parameters") or {"type": "object", "properties": {}}
+            params = fn.get("parameters")
+            out[fn["name"]] = {"type": "object", "properties": {}} if params is None else params
         return out
 
     def forced_tool(self) -> str | None:
@@ -83,6 +91,12 @@ class ToolcallCase(BaseModel):
         if isinstance(tc, dict):
             return (tc.get("function") or {}).get("name")
         return None
+
+    def forced(self) -> str | bool | None:
+        """What ``tool_choice`` forces: a function's name, True for ``"required"`` (any offered tool), else None."""
+        if self.body.get("tool_choice") == "required":
+            return True
+        return self.forced_tool()
 
     def canonical(self) -> dict[str, Any]:
         """What the content hash covers: everything that changes what is sent or how it is scored."""
@@ -116,25 +130,12 @@ def _fail(source: str, line: int | None, message: str) -> None:
     raise SuiteLineError(source, line, message)
 
 
-_SCHEMA_CHECKS: dict[str, str | None] = {}
-
-
-def _schema_problem(schema: dict[str, Any]) -> str | None:
-    """Metaschema check, memoised by canonical JSON: suites offer the same few tools on thousands of lines."""
-    key = json.dumps(schema, sort_keys=True)
-    if key not in _SCHEMA_CHECKS:
-        try:
-            validator_for(schema).check_schema(schema)
-            _SCHEMA_CHECKS[key] = None
-        except js_exceptions.SchemaError as exc:
-            _SCHEMA_CHECKS[key] = exc.message
-    return _SCHEMA_CHECKS[key]
-
-
-def _check_tools(tools: Any, source: str, line: int | None) -> dict[str, dict]:
+def _check_tools(tools: Any, source: str, line: int | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Offered tools by name, and the tools whose ``parameters`` fail their metaschema (kept, not fatal)."""
     if not isinstance(tools, list):
         _fail(source, line, f"'tools' must be a list, got {type(tools).__name__}")
-    names: dict[str, dict] = {}
+    names: dict[str, Any] = {}
+    bad_schemas: dict[str, str] = {}
     for i, t in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(t, dict):
@@ -150,13 +151,11 @@ def _check_tools(tools: Any, source: str, line: int | None) -> dict[str, dict]:
         if name in names:
             _fail(source, line, f"{where}.function.name {name!r} is offered twice")
         params = fn.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(params, dict):
-            _fail(source, line, f"{where}.function.parameters must be an object (a JSON Schema)")
-        problem = _schema_problem(params)
+        problem = schema_problem(params)
         if problem:
-            _fail(source, line, f"{where}.function.parameters is not a valid JSON Schema: {problem}")
+            bad_schemas[name] = f"{where}.function.parameters is not a valid JSON Schema: {problem}"
         names[name] = params
-    return names
+    return names, bad_schemas
 
 
 def _check_messages(messages: Any, source: str, line: int | None) -> list[dict]:
@@ -179,17 +178,26 @@ def _check_messages(messages: Any, source: str, line: int | None) -> list[dict]:
     return out
 
 
-def parse_case(obj: Any, source: str, line: int | None, default_id: str | None = None) -> ToolcallCase:
-    """Validate one decoded line and normalise it into a :class:`ToolcallCase`."""
+def parse_case(obj: Any, source: str, line: int | None, default_id: str | None = None, *,
+               keep_bad_schemas: bool = False) -> ToolcallCase:
+    """Validate one decoded line and normalise it into a :class:`ToolcallCase`.
+
+    A tool schema failing its metaschema raises like any other problem unless ``keep_bad_schemas``: then the
+    case is returned with ``schema_problems`` filled (a lenient suite load sends such lines anyway; a
+    converter such as the BFCL import wants the error).
+    """
     if not isinstance(obj, dict):
         _fail(source, line, f"line is JSON but not an object (got {type(obj).__name__})")
     body = {k: v for k, v in obj.items() if k != "_meta" and k not in CLIENT_OWNED_KEYS}
     if "messages" not in body:
         _fail(source, line, "not a chat-completions request: missing 'messages'")
     body["messages"] = _check_messages(body["messages"], source, line)
-    offered: dict[str, dict] = {}
+    offered: dict[str, Any] = {}
+    bad_schemas: dict[str, str] = {}
     if "tools" in body and body["tools"] is not None:
-        offered = _check_tools(body["tools"], source, line)
+        offered, bad_schemas = _check_tools(body["tools"], source, line)
+        if bad_schemas and not keep_bad_schemas:
+            _fail(source, line, next(iter(bad_schemas.values())))
     tc = body.get("tool_choice")
     if isinstance(tc, dict):
         fname = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
@@ -227,7 +235,8 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
             _fail(source, line, "_meta.expected.options must be an object of non-empty lists of acceptable values")
         expected = ExpectedCall(tool=exp["tool"], arguments=args, options=options)
     return ToolcallCase(
-        id=case_id, body=body, tags=list(tags), has_expected=has_expected, expected=expected, stream=stream, line=line
+        id=case_id, body=body, tags=list(tags), has_expected=has_expected, expected=expected, stream=stream, line=line,
+        schema_problems=bad_schemas,
     )
 
 
@@ -275,7 +284,7 @@ def load_jsonl(
                     raise SuiteLineError(source, line_no, f"not JSON: {exc.msg} at column {exc.colno}") from None
                 has_id = isinstance(obj, dict) and isinstance(obj.get("_meta"), dict) and "id" in obj["_meta"]
                 default_id = None if has_id else f"L{line_no}-{_body_digest(obj)[:8]}"
-                case = parse_case(obj, source, line_no, default_id=default_id)
+                case = parse_case(obj, source, line_no, default_id=default_id, keep_bad_schemas=not strict)
                 if case.id in seen:
                     raise SuiteLineError(source, line_no, f"duplicate _meta.id {case.id!r}")
             except SuiteLineError as exc:
@@ -285,6 +294,9 @@ def load_jsonl(
                 continue
             seen.add(case.id)
             cases.append(case)
+            problems += [InputProblem(source=source, line=line_no, action="sent",
+                                      message=f"{msg} (sent anyway; K2VV counts calls of {name!r} as invalid)")
+                         for name, msg in case.schema_problems.items()]
     manifest = SuiteManifest(
         name=name or p.stem,
         version=version,
@@ -292,7 +304,7 @@ def load_jsonl(
         case_count=len(cases),
         content_hash=content_hash(cases),
         source=source,
-        skipped_lines=len(problems),
+        skipped_lines=sum(1 for p in problems if p.action == "skipped"),
     )
     return LoadedSuite(manifest=manifest, cases=cases, problems=problems)
 

@@ -79,11 +79,16 @@ class EndpointInfo(BaseModel):
 
 
 class InputProblem(BaseModel):
-    """A skipped bad input line, named by file:line, counted in the summary."""
+    """A bad input line, named by file:line, counted in the summary.
+
+    ``action`` says what became of the line: ``skipped`` (not run), or ``sent`` (run as written anyway, e.g.
+    a tool schema that fails its metaschema: providers receive such schemas in real traffic).
+    """
 
     source: str
     line: int | None = None
     message: str
+    action: Literal["skipped", "sent"] = "skipped"
 
 
 class RunSummary(BaseModel):

@@ -146,9 +146,10 @@ class ToolcallKind:
     def score(self, suite: ToolcallSuite, records: list[ExchangeRecord], reference: str,
               endpoints: list[str]) -> list[EndpointSuiteResult]:
         results = score_toolcall(suite.manifest.name, suite.cases, records, reference, endpoints)
-        if suite.problems:
+        skipped = sum(1 for p in suite.problems if p.action == "skipped")
+        if skipped:
             for r in results:
-                r.notes.append(f"{len(suite.problems)} suite line(s) skipped as bad input (see input_problems)")
+                r.notes.append(f"{skipped} suite line(s) skipped as bad input (see input_problems)")
         return results
 
 

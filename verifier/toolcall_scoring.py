@@ -7,9 +7,18 @@ Definitions (kept identical to K2-Vendor-Verifier where it defines one, so numbe
   precision = TP/(TP+FP), recall = TP/(TP+FN), F1 = 2TP/(2TP+FP+FN). Only pairs where both exchanges
   succeeded count; failures are reported by ``error_rate``.
 - *Schema accuracy* is per tool call: the name is one of the offered tools and the arguments parse as a
-  JSON object valid against that tool's schema. Failures are counted by kind (unknown tool, not JSON,
-  schema violation). ``k2vv_schema_accuracy`` is K2VV's per-response figure (responses with
-  ``finish_reason == "tool_calls"`` whose every call is valid).
+  JSON object valid against that tool's schema (draft from ``$schema``, 2020-12 by default, with a fixed set
+  of ``format`` checks; ``""`` arguments mean ``{}``). Failures are counted by kind (unknown tool, not JSON,
+  schema violation). Calls of a tool whose own schema fails its metaschema cannot be judged: they are left
+  out of the denominator, counted as ``schema_tool_schema_invalid`` and a result note says so.
+- ``k2vv_schema_accuracy`` and the ``count_*`` counts follow K2VV's published per-response rule exactly
+  (:mod:`verifier.k2vv_rule`), which differs from ours on purpose at the edges (``""`` arguments, empty
+  ``parameters``, no format checks, invalid schemas count as invalid calls); ``extra["k2vv_summary"]`` is
+  K2VV's ``summary.json`` under its own key names.
+- *Forced-call success* (``forced_call_success``) is per exchange of a case whose ``tool_choice`` is
+  ``"required"`` or names a function: the reply has at least one call, every call is valid (as above) and,
+  for a named function, every call is of that function. A reply without a call fails, whatever its
+  ``finish_reason`` (OpenAI itself answers a named forced call with ``stop``).
 - *Agreement* is measured on pairs where both endpoints called tools: the same sequence of tool names;
   the same arguments exactly (canonical JSON after parsing, types included) and BFCL-style (an integer is
   accepted for a number; strings compared without case, whitespace and punctuation).
@@ -30,9 +39,8 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 from jsonschema import FormatChecker
-from jsonschema.validators import validator_for
 
-from verifier import stats
+from verifier import k2vv_rule, stats, tool_schemas
 from verifier.bfcl_options import args_match_options
 from verifier.records import ExchangeRecord, Interval
 from verifier.suite_format import ExpectedCall, ToolcallCase
@@ -64,19 +72,6 @@ def _is_time(value: object) -> bool:
     return True
 
 
-_VALIDATORS: dict[str, Any] = {}
-
-
-def _validator(schema: dict[str, Any]) -> Any:
-    key = json.dumps(schema, sort_keys=True)
-    v = _VALIDATORS.get(key)
-    if v is None:
-        cls = validator_for(schema)
-        v = cls(schema, format_checker=FORMAT_CHECKER)
-        _VALIDATORS[key] = v
-    return v
-
-
 @dataclass
 class CallCheck:
     """One tool call, judged against the case's offered tools."""
@@ -84,12 +79,17 @@ class CallCheck:
     name: str | None
     raw_arguments: str
     arguments: Any = None  # parsed JSON, when it parsed
-    status: str = "valid"  # valid | unknown_tool | not_json | schema_violation
+    status: str = "valid"  # valid | unknown_tool | not_json | schema_violation | tool_schema_invalid
     error: str | None = None
 
     @property
     def valid(self) -> bool:
         return self.status == "valid"
+
+    @property
+    def judged(self) -> bool:
+        """False for a call of a tool whose own schema is invalid: nothing can be said of its arguments."""
+        return self.status != "tool_schema_invalid"
 
     def canonical(self) -> str:
         if self.status in ("not_json",):
@@ -97,7 +97,7 @@ class CallCheck:
         return f"{self.name}({json.dumps(self.arguments, sort_keys=True, ensure_ascii=False)})"
 
 
-def check_call(name: str | None, raw_arguments: str, tools: dict[str, dict[str, Any]]) -> CallCheck:
+def check_call(name: str | None, raw_arguments: str, tools: dict[str, Any]) -> CallCheck:
     """Parse and validate one call; the first failing check decides its status."""
     c = CallCheck(name=name, raw_arguments=raw_arguments or "")
     text = c.raw_arguments.strip() or "{}"  # an empty string is how some servers send "no arguments"
@@ -109,10 +109,19 @@ def check_call(name: str | None, raw_arguments: str, tools: dict[str, dict[str, 
     if name not in tools:
         c.status, c.error = "unknown_tool", f"tool {name!r} was not offered"
         return c
+    problem = tool_schemas.schema_problem(tools[name])
+    if problem is not None:
+        c.status, c.error = "tool_schema_invalid", f"tool {name!r} offers an invalid schema: {problem}"[:300]
+        return c
     if not isinstance(c.arguments, dict):
         c.status, c.error = "schema_violation", f"arguments are JSON {type(c.arguments).__name__}, not an object"
         return c
-    err = next(iter(sorted(_validator(tools[name]).iter_errors(c.arguments), key=lambda e: list(e.path))), None)
+    try:
+        errors = list(tool_schemas.validator(tools[name], FORMAT_CHECKER).iter_errors(c.arguments))
+    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: the schema cannot be applied
+        c.status, c.error = "tool_schema_invalid", f"tool {name!r}: schema cannot be applied: {exc}"[:300]
+        return c
+    err = next(iter(sorted(errors, key=lambda e: list(e.path))), None)
     if err is not None:
         where = "/".join(str(p) for p in err.absolute_path) or "(root)"
         c.status, c.error = "schema_violation", f"{where}: {err.message}"[:300]
@@ -175,7 +184,8 @@ class Outcome:
 
     @property
     def all_valid(self) -> bool:
-        return all(c.valid for c in self.calls)
+        """Every judged call valid (calls of tools with an invalid schema are left out)."""
+        return all(c.valid for c in self.calls if c.judged)
 
     @property
     def names(self) -> list[str | None]:
@@ -314,8 +324,24 @@ def _case_correct(o: Outcome, case: ToolcallCase) -> bool:
         return False
     if case.expected is None:
         return not o.calls
-    return (len(o.calls) == 1 and o.calls[0].name == case.expected.tool and o.calls[0].valid
+    return (len(o.calls) == 1 and o.calls[0].name == case.expected.tool and (o.calls[0].valid or not o.calls[0].judged)
             and expected_args_match(o.calls[0].arguments, case.expected))
+
+
+def forced_verdict(o: Outcome, case: ToolcallCase | None) -> str | None:
+    """How a successful exchange of a forced case went: ``success``, ``no_call``, ``wrong_tool`` or
+    ``invalid_call``; None when the case forces nothing or the reply cannot be judged (it calls a tool whose
+    own schema is invalid, so nothing can be said of its arguments)."""
+    forced = case.forced() if case is not None else None
+    if forced is None or not o.ok:
+        return None
+    if not o.calls:
+        return "no_call"
+    if forced is not True and any(c.name != forced for c in o.calls):
+        return "wrong_tool"
+    if not all(c.judged for c in o.calls):
+        return None
+    return "success" if all(c.valid for c in o.calls) else "invalid_call"
 
 
 # --------------------------------------------------------------------------- the scorer
@@ -324,10 +350,25 @@ def _case_correct(o: Outcome, case: ToolcallCase) -> bool:
 def _schema_block(outcomes: Iterable[Outcome], prefix: str = "") -> tuple[dict[str, Interval], dict[str, int]]:
     calls = [c for o in outcomes if o.ok for c in o.calls]
     kinds = Counter(c.status for c in calls)
-    metrics = {f"{prefix}schema_accuracy": stats.wilson(kinds["valid"], len(calls))}
-    counts = {f"{prefix}schema_{k}": kinds[k] for k in ("unknown_tool", "not_json", "schema_violation")}
+    judged = len(calls) - kinds["tool_schema_invalid"]
+    metrics = {f"{prefix}schema_accuracy": stats.wilson(kinds["valid"], judged)}
+    counts = {f"{prefix}schema_{k}": kinds[k]
+              for k in ("unknown_tool", "not_json", "schema_violation", "tool_schema_invalid")}
     counts[f"{prefix}tool_calls"] = len(calls)
     return metrics, counts
+
+
+def _forced_block(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> tuple[dict[str, Interval], dict[str, int]]:
+    """``forced_call_success`` over the successful exchanges of forced cases, with failures by kind."""
+    forced = [o for o in outcomes if o.record.case_id in cases and cases[o.record.case_id].forced() is not None]
+    if not forced:
+        return {}, {}
+    verdicts = Counter(forced_verdict(o, cases[o.record.case_id]) for o in forced if o.ok)
+    judged = sum(v for k, v in verdicts.items() if k is not None)
+    counts = {"forced_exchanges": len(forced), "forced_errors": sum(1 for o in forced if not o.ok),
+              "forced_unjudged": verdicts[None]}
+    counts.update({f"forced:{k}": verdicts[k] for k in ("no_call", "wrong_tool", "invalid_call")})
+    return {"forced_call_success": stats.wilson(verdicts["success"], judged)}, counts
 
 
 def _expected_block(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> tuple[dict[str, Interval], dict[str, int]]:
@@ -396,7 +437,7 @@ def _by_tool(outcomes: list[Outcome]) -> dict[str, Any]:
     per: dict[str, list[bool]] = defaultdict(list)
     for o in outcomes:
         for c in o.calls:
-            if c.status != "unknown_tool" and c.name:
+            if c.status != "unknown_tool" and c.judged and c.name:
                 per[c.name].append(c.valid)
     return {name: stats.rate(v).model_dump() for name, v in sorted(per.items())}
 
@@ -451,6 +492,7 @@ def score_toolcall(
 ) -> list[EndpointSuiteResult]:
     """All metrics for every endpoint on one tool-call suite (see the module docstring)."""
     by_id = {c.id: c for c in cases}
+    tools_sent = {c.id: c.body.get("tools", []) for c in cases}  # as K2VV reads them: the line's own list
     recs = [r for r in records if r.kind == "toolcall" and r.suite == suite_name]
     outcomes: dict[str, list[Outcome]] = defaultdict(list)
     for r in recs:
@@ -479,11 +521,16 @@ def score_toolcall(
         m, c = _schema_block(mine)
         res.metrics.update(m)
         res.counts.update(c)
-        # K2VV's own figure, per response: finish_reason == tool_calls and every call valid.
-        k2vv = [o.all_valid and bool(o.calls) for o in mine if o.triggered]
-        res.metrics["k2vv_schema_accuracy"] = stats.rate(k2vv)
-        res.counts["count_finish_reason_tool_calls"] = len(k2vv)
-        res.counts["count_successful_tool_call"] = sum(k2vv)
+        _schema_notes(res, mine, by_id)
+        # K2VV's own figure, per response, by K2VV's published rule (verifier.k2vv_rule).
+        k2 = k2vv_rule.summarise((o.record for o in mine), tools_sent)
+        res.metrics["k2vv_schema_accuracy"] = stats.wilson(k2.successful_tool_call_count, k2.finish_tool_calls)
+        res.counts["count_finish_reason_tool_calls"] = k2.finish_tool_calls
+        res.counts["count_successful_tool_call"] = k2.successful_tool_call_count
+        res.extra["k2vv_summary"] = k2.as_dict()
+        m, c = _forced_block(mine, by_id)
+        res.metrics.update(m)
+        res.counts.update(c)
         m, c = _latency_metrics(mine)
         res.metrics.update(m)
         res.counts.update(c)
@@ -509,6 +556,18 @@ def score_toolcall(
             _against_reference(res, mine, ref_index, by_id)
         results.append(res)
     return results
+
+
+def _schema_notes(res: EndpointSuiteResult, mine: list[Outcome], cases: dict[str, ToolcallCase]) -> None:
+    """Say when tools with invalid schemas were offered, and what that did to the denominators."""
+    bad_cases = {o.record.case_id for o in mine if o.record.case_id in cases and cases[o.record.case_id].schema_problems}
+    if not bad_cases:
+        return
+    left_out = res.counts.get("schema_tool_schema_invalid", 0)
+    res.notes.append(
+        f"{len(bad_cases)} case(s) offer tools whose parameters fail their JSON Schema metaschema (sent anyway, "
+        f"see input_problems): schema_accuracy and forced_call_success leave the {left_out} call(s) of those tools "
+        f"out of their denominators; K2VV's counts (k2vv_schema_accuracy) include them as invalid")
 
 
 def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index: dict[PairKey, Outcome],
@@ -544,6 +603,13 @@ def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index:
         "trigger_rate", [a.triggered for a, _ in both_ok], [b.triggered for _, b in both_ok], ids_ok)
     res.comparisons["schema_accuracy"] = _paired_comparison(
         "schema_accuracy", [a.all_valid for a, _ in both_ok], [b.all_valid for _, b in both_ok], ids_ok)
+    forced = [(forced_verdict(a, cases.get(b.record.case_id)), forced_verdict(b, cases.get(b.record.case_id)),
+               b.record.case_id) for a, b in both_ok]
+    forced = [(x, y, cid) for x, y, cid in forced if x is not None and y is not None]
+    if forced:
+        res.comparisons["forced_call_success"] = _paired_comparison(
+            "forced_call_success", [x == "success" for x, _, _ in forced], [y == "success" for _, y, _ in forced],
+            [cid for _, _, cid in forced])
     with_exp = [(a, b, cases[b.record.case_id]) for a, b in pairs
                 if b.record.case_id in cases and cases[b.record.case_id].has_expected]
     if with_exp:
@@ -571,7 +637,7 @@ def _disagreements(res: EndpointSuiteResult, pairs: list[tuple[Outcome, Outcome]
             f" #{cand.record.repeat}" if cand.record.repeat else "")
         kind, detail = None, None
         if cand.ok and not cand.all_valid:
-            bad = next(c for c in cand.calls if not c.valid)
+            bad = next(c for c in cand.calls if c.judged and not c.valid)
             kind, detail = "schema", f"{bad.status}: {bad.error}"
         elif not (ref.ok and cand.ok):
             continue

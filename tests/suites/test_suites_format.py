@@ -97,3 +97,51 @@ def test_manifest_hash_is_stable_and_content_addressed(tmp_path: Path) -> None:
 def test_missing_file_is_one_clear_line(tmp_path: Path) -> None:
     with pytest.raises(SuiteLineError, match="suite file not found"):
         load_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_role_function_passes_through_unchanged(tmp_path: Path) -> None:
+    """OpenAI's legacy ``function`` role (a function result) is sent exactly as written: key order included."""
+    messages = [{"role": "user", "content": "weather in Oslo?"},
+                {"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}},
+                {"role": "function", "name": "get_weather", "content": "{\"temp_c\": 4}"},
+                {"content": "and tomorrow?", "role": "user"}]
+    line = json.dumps({"messages": messages, "tools": [TOOL], "_meta": {"id": "fn"}})
+    (case,) = load_jsonl(_write(tmp_path, [line]), strict=True).cases
+    assert case.body["messages"] == messages
+    assert json.dumps(case.body["messages"]) == json.dumps(messages)  # same keys in the same order
+
+
+def test_invalid_tool_schema_is_kept_and_listed_as_sent(tmp_path: Path) -> None:
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}
+    text = json.dumps({"type": "function", "function": {"name": "g", "parameters": "a string"}})
+    line = json.dumps({"messages": [{"role": "user", "content": "x"}], "tools": [TOOL, bad, json.loads(text)]})
+    suite = load_jsonl(_write(tmp_path, [_line(), line]))
+    assert len(suite.cases) == 2 and suite.manifest.skipped_lines == 0
+    case = suite.cases[1]
+    assert case.body["tools"][1] == bad and case.body["tools"][2]["function"]["parameters"] == "a string"
+    assert sorted(case.schema_problems) == ["f", "g"]
+    assert [(p.line, p.action) for p in suite.problems] == [(2, "sent"), (2, "sent")]
+    assert suite.problems[0].message.startswith("tools[1].function.parameters is not a valid JSON Schema: ")
+    assert "not str" in suite.problems[1].message and "\n" not in suite.problems[1].message
+
+
+def test_parse_case_alone_still_rejects_a_bad_schema() -> None:
+    """Converters (the BFCL import) call parse_case to check their output: a bad schema must stay an error there."""
+    from verifier.suite_format import parse_case
+
+    bad = {"messages": [{"role": "user", "content": "x"}],
+           "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]}
+    with pytest.raises(SuiteLineError, match=r"^conv:7: tools\[0\]\.function\.parameters is not a valid JSON Schema"):
+        parse_case(bad, "conv", 7, default_id="x")
+    assert list(parse_case(bad, "conv", 7, default_id="x", keep_bad_schemas=True).schema_problems) == ["f"]
+
+
+def test_schema_draft_comes_from_dollar_schema(tmp_path: Path) -> None:
+    """draft-04's boolean exclusiveMinimum is valid under draft-04 and invalid under the 2020-12 default."""
+    props = {"n": {"type": "integer", "minimum": 0, "exclusiveMinimum": True}}
+    d4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": props}
+    lines = [json.dumps({"messages": [{"role": "user", "content": "x"}],
+                         "tools": [{"type": "function", "function": {"name": "c", "parameters": p}}]})
+             for p in (d4, {"type": "object", "properties": props})]
+    a, b = load_jsonl(_write(tmp_path, lines)).cases
+    assert a.schema_problems == {} and list(b.schema_problems) == ["c"]
