@@ -167,8 +167,9 @@ def training_like_cases(n: int, seed: int = 4242) -> list[ToolcallCase]:
     from failing to generalise (it is right here), which calls for different fixes.
     """
     from suites.toolcall.catalog import generate_cases
+    from training.phrasings import TRAIN_PHRASINGS
 
-    pairs = generate_cases(seed, n, template_set="train", no_tool_share=0.3)
+    pairs = generate_cases(seed, n, TRAIN_PHRASINGS, no_tool_share=0.3)
     return [parse_case({**body, "_meta": {**meta, "id": f"train-like-{i}"}}, "training-like cases", None)
             for i, (body, meta) in enumerate(pairs)]
 
