@@ -294,7 +294,7 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
     miscopied argument that the world refuses (:func:`_rejected_slip`), its error result, then the oracle's
     right call. The slip is context, not a target (``Conversation.unsupervised_turns``), and the cut keeps
     the recovery call. Why: oracle trajectories never contain an error, and v10, trained on them alone, after one
-    miscopied file name repeated the same refused call until its step budget ended (MODEL_CARD.md, "twelfth
+    miscopied file name repeated the same refused call until its step budget ended (training/JOURNAL.md, "twelfth
     session"). Slips come from their own random stream, so ``slip_share`` 0 gives the same corpus as before.
     """
     from suites.agent.scenarios import ENVIRONMENTS, SYSTEM_PROMPT, make_env

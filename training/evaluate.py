@@ -203,7 +203,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     runner's own function; the window learnt from the error is kept for later scenarios, as the runner keeps it
     per endpoint). Why: verifier-tiny was trained on documents of at most 1,024 tokens, cut the same way
     (system, goal, the latest calls), and sending it longer prompts measures positions it never saw, not the
-    agent (MODEL_CARD.md, "eighth session").
+    agent (training/JOURNAL.md, "eighth session").
     """
     learned_window: int | None = None  # the narrowest window learnt from a context error, for every scenario
 
