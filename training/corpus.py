@@ -1,7 +1,7 @@
 """Synthetic training corpus: single-turn tool-call conversations and agent trajectories.
 
 Sources, in order of preference:
-- tool calls: ``suites.toolcall.catalog.generate_cases(seed, n, template_set="train")`` (the toolcall-core
+- tool calls: ``suites.toolcall.catalog.generate_cases(seed, n, training.phrasings.TRAIN_PHRASINGS)`` (the toolcall-core
   tool schemas with *training* phrasings and seeds, disjoint from the evaluation ones); when that module
   is not importable, the small stand-in catalogue in ``training/standin_catalog.py`` (so the pipeline can
   be exercised on its own, never for the shipped model).
@@ -164,7 +164,8 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
     rng = random.Random(seed)
     try:
         from suites.toolcall.catalog import generate_cases, withhold_tool  # type: ignore[import-not-found]
-        cases = generate_cases(seed, n, template_set="train", no_tool_share=NO_TOOL_SHARE)
+        from training.phrasings import TRAIN_PHRASINGS
+        cases = generate_cases(seed, n, TRAIN_PHRASINGS, no_tool_share=NO_TOOL_SHARE)
         source = "toolcall-catalog"
     except ImportError:
         from training.standin_catalog import generate_cases
@@ -197,9 +198,10 @@ def toolcall_groups(n: int, seed: int, size: int, rename_style: str = "variants"
     history (``suites.toolcall.catalog.generate_case_groups``), each member diversified as in
     :func:`toolcall_conversations`; a renamed group renames its tools the same way for every member."""
     from suites.toolcall.catalog import generate_case_groups
+    from training.phrasings import TRAIN_PHRASINGS
 
     rng = random.Random(seed)
-    for group in generate_case_groups(seed, -(-n // size), size, "train", no_tool_share=NO_TOOL_SHARE):
+    for group in generate_case_groups(seed, -(-n // size), size, TRAIN_PHRASINGS, no_tool_share=NO_TOOL_SHARE):
         mapping = tool_renaming(group[0][0], rng, rename_style) if rng.random() < RENAME_SHARE else {}
         members = []
         for body, meta in group:
@@ -292,7 +294,7 @@ def agent_conversations(n: int, seed: int, *, horizons: tuple[int, ...] = AGENT_
     miscopied argument that the world refuses (:func:`_rejected_slip`), its error result, then the oracle's
     right call. The slip is context, not a target (``Conversation.unsupervised_turns``), and the cut keeps
     the recovery call. Why: oracle trajectories never contain an error, and v10, trained on them alone, after one
-    miscopied file name repeated the same refused call until its step budget ended (MODEL_CARD.md, "twelfth
+    miscopied file name repeated the same refused call until its step budget ended (training/JOURNAL.md, "twelfth
     session"). Slips come from their own random stream, so ``slip_share`` 0 gives the same corpus as before.
     """
     from suites.agent.scenarios import ENVIRONMENTS, SYSTEM_PROMPT, make_env

@@ -167,8 +167,9 @@ def training_like_cases(n: int, seed: int = 4242) -> list[ToolcallCase]:
     from failing to generalise (it is right here), which calls for different fixes.
     """
     from suites.toolcall.catalog import generate_cases
+    from training.phrasings import TRAIN_PHRASINGS
 
-    pairs = generate_cases(seed, n, template_set="train", no_tool_share=0.3)
+    pairs = generate_cases(seed, n, TRAIN_PHRASINGS, no_tool_share=0.3)
     return [parse_case({**body, "_meta": {**meta, "id": f"train-like-{i}"}}, "training-like cases", None)
             for i, (body, meta) in enumerate(pairs)]
 
@@ -202,7 +203,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     runner's own function; the window learnt from the error is kept for later scenarios, as the runner keeps it
     per endpoint). Why: verifier-tiny was trained on documents of at most 1,024 tokens, cut the same way
     (system, goal, the latest calls), and sending it longer prompts measures positions it never saw, not the
-    agent (MODEL_CARD.md, "eighth session").
+    agent (training/JOURNAL.md, "eighth session").
     """
     learned_window: int | None = None  # the narrowest window learnt from a context error, for every scenario
 

@@ -1,7 +1,7 @@
 """The optimizers a training run can use, built for one model.
 
 Why a choice at all: within a 45-minute, 2-core budget the checkpoint's quality follows the number of updates
-(see MODEL_CARD.md, "Retrains"), so an optimizer that gets more out of each update is worth more than any kernel.
+(see training/JOURNAL.md, "Retrains"), so an optimizer that gets more out of each update is worth more than any kernel.
 Muon (momentum orthogonalised by a Newton-Schulz iteration, ``torch.optim.Muon``) is reported to need fewer steps
 than AdamW for a transformer's hidden matrices. It is defined for 2-D weights that map one hidden space to
 another only, so the embeddings, the LM head and the norm gains stay with AdamW.

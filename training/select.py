@@ -3,7 +3,7 @@
     python -m training.select shipped /tmp/run/ema999 raw=/tmp/run/raw --out select.json
 
 Why: one training run can give several exports (the last step, averages of several decays: ``training.train
---raw-out``, ``--also-ema``), and runs of one recipe differ by several points (MODEL_CARD.md). Picking the
+--raw-out``, ``--also-ema``), and runs of one recipe differ by several points (training/JOURNAL.md). Picking the
 export that scores best on the 300 held-out cases that MODEL_CARD.md reports would report a maximum of noisy
 draws as if it were the model's quality. So the choice is made here, on *other* cases of the same
 distribution: toolcall-core cases 300 to 900 by default (the report uses 0 to 300) and agent-smoke

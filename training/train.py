@@ -270,7 +270,7 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
 
     Why: the budget is wall-clock time, so a slower or busier machine trains fewer steps, and at this size
     the steps decide: the shipped recipe rerun with 73 % of its steps fell from 105 to 41 correct held-out
-    cases (MODEL_CARD.md). Such a retrain says little about the recipe and should not replace the model.
+    cases (training/JOURNAL.md, "Retrains of 2026-12-03"). Such a retrain says little about the recipe and should not replace the model.
     """
     if reference is None or projected >= tolerance * reference:
         return None
@@ -297,7 +297,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     call's schema validity rests on those few tokens (a name from the offered list, that tool's parameter names),
     and most schema failures of the shipped runs are names of tools that are not offered or unknown keys.
     ``schema_names_only`` weighs the names alone: the keys are a quarter of all targets, and weighing them too
-    takes a large share of the loss from the argument values (MODEL_CARD.md, "ninth session").
+    takes a large share of the loss from the argument values (training/JOURNAL.md, "ninth session").
     ``context_weight`` adds the other tokens (system prompt, tool list, requests, tool results, turn headers; not
     the padding, which ``pad_id`` names) as targets of that weight, a random ``context_share`` of them at each
     step. Why: the model is trained from scratch, and predicting its context is four times as many targets per
@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--n-toolcall", type=int, default=72000)
     ap.add_argument("--n-agent", type=int, default=10800,
                     help="agent trajectories (default 10,800: with Muon, 7,200 left the files and tickets tasks "
-                         "unsolved and 14,400 cost the tool calls; MODEL_CARD.md)")
+                         "unsolved and 14,400 cost the tool calls; training/JOURNAL.md)")
     ap.add_argument("--group-size", type=int, default=1,
                     help="tool-call requests per shared system prompt and tool list (1: each its own document); "
                          "K > 1 trains K requests on one prefix computed once, in shared-prefix rows")
@@ -586,7 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--agent-horizons", type=parse_horizons, default=AGENT_HORIZONS, metavar="H,H,...",
                     help="horizons the agent trajectories are drawn at, each cut to its latest 14 calls (default "
                          "4,6,8,10,12,14, the shipped recipe's). Longer ones show the longer tool results of long "
-                         "tasks (a notes list of 10 words at 50) in documents of the same length; MODEL_CARD.md, "
+                         "tasks (a notes list of 10 words at 50) in documents of the same length; training/JOURNAL.md, "
                          "eighth session")
     ap.add_argument("--agent-slip-share", type=parse_slip_share, default=0.3,
                     help="share of agent trajectories that show one refused slip (a miscopied name or key) as "
@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> None:
 
     vocab = int(math.ceil(tok.get_vocab_size() / 64) * 64)
     # the exported context is the longest document trained on: past it the model has never seen a position, and
-    # an engine that serves longer prompts measures that, not the model (MODEL_CARD.md, "eighth session")
+    # an engine that serves longer prompts measures that, not the model (training/JOURNAL.md, "eighth session")
     cfg = model_config(args, vocab)
     model = TinyLlama(cfg).to(args.device)
     # counted once here: summing a batch's targets at every step would wait on the device each time
@@ -690,7 +690,7 @@ def main(argv: list[str] | None = None) -> None:
     optimizers = build_optimizers(model, args.optimizer, args.lr, NS_DTYPES[args.muon_ns_dtype])
     # the average lives beside the model and is what gets exported: late in the run each step still moves the
     # weights, and which step the clock stops at is luck; measured on v7's run, the average of the last thousand or
-    # so steps named tools and copied values better than the last step (MODEL_CARD.md, fifth session)
+    # so steps named tools and copied values better than the last step (training/JOURNAL.md, fifth session)
     # (--also-ema adds more averages of other decays, each with its own folder, to choose among on validation)
     averaged = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(args.ema_decay)) if args.ema_decay else None
     averages = ([(args.ema_decay, args.out, averaged)] if averaged is not None else []) + [

@@ -8,11 +8,12 @@ so nobody edits the data by hand or forgets to regenerate after a catalogue chan
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from suites.toolcall.catalog import generate_cases, generate_forced_cases
-from verifier.suite_format import case_to_line
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CORE_SEED = 20260101
@@ -22,10 +23,18 @@ CORE_NO_TOOL_SHARE = 0.3
 SCHEMAS_PER_TOOL = 3
 
 
+def case_to_line(body: dict[str, Any], meta: dict[str, Any]) -> str:
+    """One suite line: compact JSON, ``_meta`` last (the suite format ``verifier.suite_format`` reads).
+
+    Why not ``verifier.suite_format.case_to_line``: ``suites/`` holds data and does not import ``verifier``;
+    ``tests/suites/test_suites_catalog.py`` checks both write the same bytes."""
+    return json.dumps({**body, "_meta": meta}, ensure_ascii=False, separators=(",", ":"))
+
+
 def build() -> dict[str, str]:
     """File name -> full text of each built-in suite file (eval phrasings only)."""
-    core = generate_cases(CORE_SEED, CORE_CASES, "eval", no_tool_share=CORE_NO_TOOL_SHARE, id_prefix="core")
-    schemas = generate_forced_cases(SCHEMAS_SEED, SCHEMAS_PER_TOOL, "eval", id_prefix="schemas")
+    core = generate_cases(CORE_SEED, CORE_CASES, no_tool_share=CORE_NO_TOOL_SHARE, id_prefix="core")
+    schemas = generate_forced_cases(SCHEMAS_SEED, SCHEMAS_PER_TOOL, id_prefix="schemas")
     return {
         "toolcall-core.jsonl": "".join(case_to_line(b, m) + "\n" for b, m in core),
         "toolcall-schemas.jsonl": "".join(case_to_line(b, m) + "\n" for b, m in schemas),

@@ -11,7 +11,7 @@ import pytest
 
 from suites.agent import ENVIRONMENTS, scenario
 from tests.agent.conftest import open_context
-from suites.agent.scripted_agent import OraclePolicy
+from verifier.testing.scripted_agent import OraclePolicy
 from verifier.agent_runner import AGENT_KIND, AgentOptions
 from verifier.testing.scripted_server import Reply, ScriptedServer
 

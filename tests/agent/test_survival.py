@@ -16,7 +16,7 @@ from pathlib import Path
 from scipy import stats as sst
 
 from tests.agent.conftest import open_context
-from suites.agent.scripted_agent import OraclePolicy
+from verifier.testing.scripted_agent import OraclePolicy
 from verifier.agent_runner import AGENT_KIND
 from verifier.agent_scoring import collect_trials, kaplan_meier
 from verifier.testing.scripted_server import ScriptedServer

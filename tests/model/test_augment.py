@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from suites.toolcall.catalog import NO_TOOL_REQUESTS, WRAPPERS, generate_cases
+from suites.toolcall.catalog import EVAL_PHRASINGS, generate_cases
+from training.phrasings import TRAIN_PHRASINGS
 from training.augment import perturb_request, small_talk
 from training.corpus import toolcall_conversations
 
@@ -16,18 +17,18 @@ def test_generated_small_talk_is_varied_and_never_an_evaluation_request() -> Non
     rng = random.Random(0)
     made = {small_talk(rng) for _ in range(3000)}
     assert len(made) > 600  # a pool, not a handful to memorise
-    evaluation = {w.format(t=q).lower() for q in NO_TOOL_REQUESTS["eval"] for w in WRAPPERS["eval"]}
+    evaluation = {w.format(t=q).lower() for q in EVAL_PHRASINGS.no_tool_requests for w in EVAL_PHRASINGS.wrappers}
     assert not {m.lower() for m in made} & evaluation
 
 
 def test_wide_small_talk_adds_kinds_but_no_near_copy_of_an_evaluation_request() -> None:
-    from tests.suites.test_catalog_train_phrasings import near_duplicate
+    from tests.model.test_catalog_train_phrasings import near_duplicate
 
     basic_rng, wide_rng = random.Random(0), random.Random(0)
     basic = {small_talk(basic_rng) for _ in range(3000)}
     wide = {small_talk(wide_rng, wide=True) for _ in range(3000)}
     assert len(wide - basic) > 500  # new kinds, not the basic pool again
-    close = [(made, ask) for made in wide for ask in NO_TOOL_REQUESTS["eval"] if near_duplicate(made, ask)]
+    close = [(made, ask) for made in wide for ask in EVAL_PHRASINGS.no_tool_requests if near_duplicate(made, ask)]
     assert not close
 
 
@@ -49,7 +50,7 @@ def test_wide_small_talk_is_opt_in_and_keeps_every_case_kind() -> None:
 def test_rewording_keeps_every_argument_value_in_the_request() -> None:
     rng = random.Random(1)
     changed = 0
-    for body, meta in generate_cases(3, 400, template_set="train", no_tool_share=0.0):
+    for body, meta in generate_cases(3, 400, TRAIN_PHRASINGS, no_tool_share=0.0):
         text = body["messages"][-1]["content"]
         args = meta["expected"]["arguments"]
         new = perturb_request(text, args, rng)
@@ -63,7 +64,7 @@ def test_rewording_keeps_every_argument_value_in_the_request() -> None:
 def test_training_conversations_use_the_diversified_pool_but_keep_answers() -> None:
     convs = list(toolcall_conversations(300, 5))
     asks = [c.messages[-2]["content"] for c in convs]
-    catalogue_small_talk = {w.format(t=q) for q in NO_TOOL_REQUESTS["train"] for w in WRAPPERS["train"]}
+    catalogue_small_talk = {w.format(t=q) for q in TRAIN_PHRASINGS.no_tool_requests for w in TRAIN_PHRASINGS.wrappers}
     no_tool = [c for c in convs if not c.messages[-1].get("tool_calls")]
     assert len(no_tool) / len(convs) > 0.3
     assert any(a not in catalogue_small_talk for a, c in zip(asks, convs) if c in no_tool)
@@ -87,7 +88,7 @@ def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
 
     rng = random.Random(4)
     done = 0
-    for body, meta in generate_cases(8, 300, template_set="train", no_tool_share=0.0):
+    for body, meta in generate_cases(8, 300, TRAIN_PHRASINGS, no_tool_share=0.0):
         text = body["messages"][-1]["content"]
         exp = meta["expected"]
         schemas = {t["function"]["name"]: t["function"]["parameters"] for t in body["tools"]}
@@ -110,7 +111,7 @@ def test_renamed_tools_stay_consistent_between_list_history_and_answer(style: st
 
     rng = random.Random(2)
     renamed = 0
-    for body, meta in generate_cases(9, 200, template_set="train", followup_share=0.5):
+    for body, meta in generate_cases(9, 200, TRAIN_PHRASINGS, followup_share=0.5):
         new_body, new_exp = rename_tools(body, meta["expected"], rng, style)
         offered = [t["function"]["name"] for t in new_body["tools"]]
         old = [t["function"]["name"] for t in body["tools"]]
@@ -133,7 +134,7 @@ def test_arbitrary_names_say_nothing_about_the_tool() -> None:
     names: dict[str, dict[str, set[str]]] = {"variants": {}, "arbitrary": {}}
     for style, per_tool in names.items():
         rng = random.Random(5)
-        for body, _ in generate_cases(9, 300, template_set="train"):
+        for body, _ in generate_cases(9, 300, TRAIN_PHRASINGS):
             for old, new in tool_renaming(body, rng, style).items():
                 per_tool.setdefault(old, set()).add(new)
                 if style == "arbitrary":
@@ -150,7 +151,7 @@ def test_withheld_tool_leaves_no_offered_tool_of_its_group() -> None:
     from suites.toolcall.catalog import TOOLS_BY_NAME, _group, withhold_tool
 
     made = 0
-    for body, meta in generate_cases(11, 200, template_set="train"):
+    for body, meta in generate_cases(11, 200, TRAIN_PHRASINGS):
         if meta["expected"] is None:
             continue
         twin = withhold_tool(body, meta["expected"]["tool"], random.Random(3))

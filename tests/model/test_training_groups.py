@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from suites.toolcall.catalog import TOOLS_BY_NAME, _group, generate_case_groups
+from training.phrasings import TRAIN_PHRASINGS
 from training.corpus import ConversationGroup, agent_conversations, toolcall_groups
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
@@ -35,7 +36,7 @@ def model() -> TinyLlama:
 
 
 def test_catalogue_groups_share_everything_but_the_final_request() -> None:
-    groups = generate_case_groups(3, 200, 4, "train", no_tool_share=0.35)
+    groups = generate_case_groups(3, 200, 4, TRAIN_PHRASINGS, no_tool_share=0.35)
     kinds = {"tool": 0, "no_tool:chat": 0, "no_tool:unavailable": 0}
     for group in groups:
         assert len(group) == 4
@@ -57,7 +58,7 @@ def test_catalogue_groups_share_everything_but_the_final_request() -> None:
                 kinds["no_tool:chat"] += 1
     share = (kinds["no_tool:chat"] + kinds["no_tool:unavailable"]) / 800
     assert 0.30 < share < 0.40 and kinds["no_tool:unavailable"] > 80 and kinds["no_tool:chat"] > 80
-    assert generate_case_groups(3, 5, 4) == generate_case_groups(3, 5, 4)  # reproducible from the seed
+    assert generate_case_groups(3, 5, 4, TRAIN_PHRASINGS) == generate_case_groups(3, 5, 4, TRAIN_PHRASINGS)  # reproducible from the seed
 
 
 def test_a_renamed_group_renames_its_tools_alike_in_every_member(groups) -> None:

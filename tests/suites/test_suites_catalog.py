@@ -9,7 +9,8 @@ import pytest
 from jsonschema.validators import validator_for
 
 from suites.toolcall import catalog, generate
-from verifier.suite_format import load_jsonl
+from training.phrasings import TRAIN_PHRASINGS
+from verifier.suite_format import case_to_line, load_jsonl
 from verifier.toolcall_scoring import FORMAT_CHECKER
 
 
@@ -20,15 +21,15 @@ def test_catalogue_is_large_and_schemas_are_valid() -> None:
         validator_for(t.parameters).check_schema(t.parameters)
 
 
-@pytest.mark.parametrize("template_set", ["eval", "train"])
-def test_sampled_arguments_validate_and_phrasings_carry_values(template_set: str) -> None:
+@pytest.mark.parametrize("phrasings", [catalog.EVAL_PHRASINGS, TRAIN_PHRASINGS], ids=["eval", "train"])
+def test_sampled_arguments_validate_and_phrasings_carry_values(phrasings: catalog.Phrasings) -> None:
     for t in catalog.TOOLS:
         v = validator_for(t.parameters)(t.parameters, format_checker=FORMAT_CHECKER)
         for seed in range(25):
             rng = random.Random(seed)
             args = t.sample(rng)
             assert not list(v.iter_errors(args)), (t.name, args)
-            text = t.phrase(args, rng, template_set)  # type: ignore[arg-type]
+            text = t.phrase(args, rng, phrasings)
             for k, val in args.items():
                 if k in t.render or isinstance(val, (dict, list, bool)) or val is None:
                     continue
@@ -39,13 +40,14 @@ def test_sampled_arguments_validate_and_phrasings_carry_values(template_set: str
 
 
 def test_eval_and_train_phrasings_never_overlap() -> None:
+    ev, tr = catalog.EVAL_PHRASINGS, TRAIN_PHRASINGS
     for t in catalog.TOOLS:
-        assert not set(t.eval_templates) & set(t.train_templates), t.name
-        for arg, (ev, tr) in t.clauses.items():
-            assert not set(ev) & set(tr), (t.name, arg)
-    assert not set(catalog.NO_TOOL_REQUESTS["eval"]) & set(catalog.NO_TOOL_REQUESTS["train"])
-    eval_texts = {b["messages"][-1]["content"] for b, _ in catalog.generate_cases(1, 300, "eval")}
-    train_texts = {b["messages"][-1]["content"] for b, _ in catalog.generate_cases(1, 300, "train")}
+        assert not set(ev.tools[t.name].templates) & set(tr.tools[t.name].templates), t.name
+        for arg, clauses in ev.tools[t.name].clauses.items():
+            assert not set(clauses) & set(tr.tools[t.name].clauses[arg]), (t.name, arg)
+    assert not set(ev.no_tool_requests) & set(tr.no_tool_requests)
+    eval_texts = {b["messages"][-1]["content"] for b, _ in catalog.generate_cases(1, 300, ev)}
+    train_texts = {b["messages"][-1]["content"] for b, _ in catalog.generate_cases(1, 300, tr)}
     assert not eval_texts & train_texts
 
 
@@ -56,6 +58,31 @@ def test_generation_is_reproducible_and_seed_dependent() -> None:
 
 def test_committed_data_is_up_to_date() -> None:
     assert generate.main(["--check"]) == 0
+
+
+def test_generator_writes_the_lines_the_suite_format_writes() -> None:
+    """``suites/`` serialises its own lines (it does not import ``verifier``); they must stay the same bytes."""
+    for body, meta in catalog.generate_cases(5, 40) + catalog.generate_forced_cases(5, 1):
+        assert generate.case_to_line(body, meta) == case_to_line(body, meta)
+
+
+def test_a_broken_catalogue_file_names_the_file_and_field(tmp_path) -> None:
+    bad = tmp_path / "phrasings.json"
+    bad.write_text('{"name": "eval", "tools": {}, "wrappers": [], "no_tool_requests": ["hi"], '
+                   '"system_prompts": ["s"], "acks": ["ok"]}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"phrasings\.json: wrappers: "):
+        catalog.load_phrasings(bad)
+    bad.write_text('{"name": "eval", "tools": {}, "wrappers": ["{t}"], "no_tool_requests": ["hi"], '
+                   '"system_prompts": ["s"], "acks": ["ok"]}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"phrasings\.json: tools: must word exactly the catalogue's tools"):
+        catalog.load_phrasings(bad)
+    bad.write_text('{"domain_groups": {}, "tools": [{"name": "x y", "domain": "d", "description": "", '
+                   '"parameters": {}}]}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"phrasings\.json: tools\.0\.name: "):
+        catalog.load_tools(bad)
+    bad.write_text('{"domain_groups": {}, "tools": [\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"phrasings\.json: line 2: not JSON"):
+        catalog.load_tools(bad)
 
 
 def test_toolcall_core_shape() -> None:

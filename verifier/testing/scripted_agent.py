@@ -1,7 +1,7 @@
 """A scripted agent: each environment's oracle, served behind the loopback OpenAI-compatible test server.
 
 Used by the tests (a deterministic policy that must solve every scenario through the real runner, client and
-store) and by ``python -m suites.agent.scripted_agent`` to demo the agent suites without a model.
+store) and by ``python -m verifier.testing.scripted_agent`` to demo the agent suites without a model.
 
 ``OraclePolicy`` is a ``ScriptedServer`` responder. A request whose messages hold no assistant turn starts a new
 conversation: the goal text picks the scenario, a fresh environment becomes its *mirror*, and a conversation token

@@ -1,6 +1,6 @@
 """The catalogue's training phrasings: many per tool, all usable, and none leaking into evaluation.
 
-Why: the small model trained on ``template_set="train"`` text must generalise to the evaluation phrasings,
+Why: the small model trained on ``training/train_phrasings.json`` text must generalise to the evaluation phrasings,
 so it gets many varied training phrasings, but none may equal (or nearly equal) an evaluation phrasing,
 or the evaluation would measure memorisation instead of generalisation.
 """
@@ -14,6 +14,9 @@ import string
 import pytest
 
 from suites.toolcall import catalog
+from training.phrasings import TRAIN_PHRASINGS
+
+EVAL, TRAIN = catalog.EVAL_PHRASINGS, TRAIN_PHRASINGS
 
 MIN_TRAIN_TEMPLATES = 9
 MIN_TRAIN_CLAUSES = 3
@@ -62,6 +65,26 @@ def slots(template: str) -> set[str]:
 TOOL_IDS = [t.name for t in catalog.TOOLS]
 
 
+def eval_templates(spec: catalog.ToolSpec) -> tuple[str, ...]:
+    return EVAL.tools[spec.name].templates
+
+
+def train_templates(spec: catalog.ToolSpec) -> tuple[str, ...]:
+    return TRAIN.tools[spec.name].templates
+
+
+def clause_pairs(spec: catalog.ToolSpec) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """optional argument -> (its eval clauses, its train clauses)"""
+    ev, tr = EVAL.tools[spec.name].clauses, TRAIN.tools[spec.name].clauses
+    return {arg: (ev.get(arg, ()), tr.get(arg, ())) for arg in {**ev, **tr}}
+
+
+@pytest.mark.parametrize("spec", catalog.TOOLS, ids=TOOL_IDS)
+def test_eval_and_train_word_the_same_optional_arguments(spec: catalog.ToolSpec) -> None:
+    assert list(EVAL.tools[spec.name].clauses) == list(TRAIN.tools[spec.name].clauses)
+    assert all(ev and tr for ev, tr in clause_pairs(spec).values())
+
+
 # --------------------------------------------------------------------------- the similarity measure itself
 
 
@@ -82,16 +105,16 @@ def test_near_duplicate_measure_flags_close_pairs_and_passes_distinct_ones() -> 
 
 @pytest.mark.parametrize("spec", catalog.TOOLS, ids=TOOL_IDS)
 def test_every_tool_has_many_distinct_train_templates_and_clause_variants(spec: catalog.ToolSpec) -> None:
-    assert len(spec.train_templates) >= MIN_TRAIN_TEMPLATES
-    assert len(set(spec.train_templates)) == len(spec.train_templates)
-    for arg, (_ev, tr) in spec.clauses.items():
+    assert len(train_templates(spec)) >= MIN_TRAIN_TEMPLATES
+    assert len(set(train_templates(spec))) == len(train_templates(spec))
+    for arg, (_ev, tr) in clause_pairs(spec).items():
         assert len(tr) >= MIN_TRAIN_CLAUSES, arg
         assert len(set(tr)) == len(tr), arg
 
 
 def test_train_wrappers_are_varied() -> None:
-    assert len(set(catalog.WRAPPERS["train"]) - SHARED_WRAPPERS) >= 10
-    for w in catalog.WRAPPERS["train"]:
+    assert len(set(TRAIN.wrappers) - SHARED_WRAPPERS) >= 10
+    for w in TRAIN.wrappers:
         assert slots(w) == {"t"}, w
 
 
@@ -100,60 +123,60 @@ def test_train_wrappers_are_varied() -> None:
 
 @pytest.mark.parametrize("spec", catalog.TOOLS, ids=TOOL_IDS)
 def test_every_train_template_and_clause_formats_with_sampled_arguments(spec: catalog.ToolSpec) -> None:
-    required = slots(spec.eval_templates[0])
-    for t in spec.eval_templates + spec.train_templates:
+    required = slots(eval_templates(spec)[0])
+    for t in eval_templates(spec) + train_templates(spec):
         assert slots(t) == required, (t, required)  # all templates take the same arguments
-    for arg, (_ev, tr) in spec.clauses.items():
+    for arg, (_ev, tr) in clause_pairs(spec).items():
         for c in tr:
             assert slots(c) <= {arg}, (arg, c)
     for seed in range(60):
         rng = random.Random(seed)
         args = spec.sample(rng)
-        text = spec.phrase(args, rng, "train")
+        text = spec.phrase(args, rng, TRAIN)
         assert "{" not in text and "}" not in text, text
         values = {k: spec._text(k, v) for k, v in args.items()}
-        for t in spec.train_templates:  # each template, not only the ones ``phrase`` happened to pick
+        for t in train_templates(spec):  # each template, not only the ones ``phrase`` happened to pick
             out = t.format(**values)
             assert "{" not in out and "}" not in out, (t, out)
-        for arg, (_ev, tr) in spec.clauses.items():
+        for arg, (_ev, tr) in clause_pairs(spec).items():
             if arg in args:
                 for c in tr:
                     assert "{" not in c.format(**values), c
 
 
 def test_train_wrappers_format() -> None:
-    for w in catalog.WRAPPERS["train"]:
+    for w in TRAIN.wrappers:
         assert w.format(t="Do it.") and "{" not in w.format(t="Do it.")
 
 
 # --------------------------------------------------------------------------- (c) no leakage into evaluation
 
 
-ALL_EVAL_TEMPLATES = {t for s in catalog.TOOLS for t in s.eval_templates}
-ALL_EVAL_CLAUSES = {norm(c) for s in catalog.TOOLS for ev, _ in s.clauses.values() for c in ev}
+ALL_EVAL_TEMPLATES = {t for s in catalog.TOOLS for t in eval_templates(s)}
+ALL_EVAL_CLAUSES = {norm(c) for s in catalog.TOOLS for ev, _ in clause_pairs(s).values() for c in ev}
 
 
 @pytest.mark.parametrize("spec", catalog.TOOLS, ids=TOOL_IDS)
 def test_no_train_template_equals_or_nearly_equals_an_eval_template(spec: catalog.ToolSpec) -> None:
     eval_norm = {norm(t) for t in ALL_EVAL_TEMPLATES}
-    for t in spec.train_templates:
+    for t in train_templates(spec):
         assert t not in ALL_EVAL_TEMPLATES, t
         assert norm(t) not in eval_norm, t
-        for e in spec.eval_templates:
+        for e in eval_templates(spec):
             assert not near_duplicate(t, e), (t, e, round(jaccard(t, e), 2))
 
 
 @pytest.mark.parametrize("spec", catalog.TOOLS, ids=TOOL_IDS)
 def test_no_train_clause_equals_an_eval_clause(spec: catalog.ToolSpec) -> None:
-    for arg, (ev, tr) in spec.clauses.items():
+    for arg, (ev, tr) in clause_pairs(spec).items():
         for c in tr:
             assert c not in ev, (arg, c)
             assert norm(c) not in ALL_EVAL_CLAUSES, (arg, c)  # not even up to case/punctuation, in any tool
 
 
 def test_no_train_wrapper_equals_an_eval_wrapper() -> None:
-    eval_wrappers = set(catalog.WRAPPERS["eval"]) - SHARED_WRAPPERS
-    for w in set(catalog.WRAPPERS["train"]) - SHARED_WRAPPERS:
+    eval_wrappers = set(EVAL.wrappers) - SHARED_WRAPPERS
+    for w in set(TRAIN.wrappers) - SHARED_WRAPPERS:
         assert w not in eval_wrappers, w
         assert norm(w) not in {norm(e) for e in eval_wrappers}, w
 
@@ -162,14 +185,14 @@ def test_no_train_wrapper_equals_an_eval_wrapper() -> None:
 
 
 def test_train_and_eval_string_sets_are_disjoint() -> None:
-    train_t = {t for s in catalog.TOOLS for t in s.train_templates}
+    train_t = {t for s in catalog.TOOLS for t in train_templates(s)}
     assert not train_t & ALL_EVAL_TEMPLATES
     for s in catalog.TOOLS:
-        for arg, (ev, tr) in s.clauses.items():
+        for arg, (ev, tr) in clause_pairs(s).items():
             assert not set(ev) & set(tr), (s.name, arg)
-    train_c = {c for s in catalog.TOOLS for _, tr in s.clauses.values() for c in tr}
-    eval_c = {c for s in catalog.TOOLS for ev, _ in s.clauses.values() for c in ev}
+    train_c = {c for s in catalog.TOOLS for _, tr in clause_pairs(s).values() for c in tr}
+    eval_c = {c for s in catalog.TOOLS for ev, _ in clause_pairs(s).values() for c in ev}
     assert not train_c & eval_c
-    assert set(catalog.WRAPPERS["train"]) & set(catalog.WRAPPERS["eval"]) == SHARED_WRAPPERS
-    for table in (catalog.NO_TOOL_REQUESTS, catalog.SYSTEM_PROMPTS, catalog.ACKS):
-        assert not set(table["train"]) & set(table["eval"])
+    assert set(TRAIN.wrappers) & set(EVAL.wrappers) == SHARED_WRAPPERS
+    for table in ("no_tool_requests", "system_prompts", "acks"):
+        assert not set(getattr(TRAIN, table)) & set(getattr(EVAL, table)), table
