@@ -27,15 +27,19 @@ from tests.history.conftest import PG_PASSWORD
 from tests.report.fixtures import make_summary, write_run
 from verifier.cli_history import gate, history_app
 from verifier.drift import DriftSettings, detect_drift
-from verifier.history import SCHEMA_VERSION, index_run, index_summary, load_frame, load_points, resolve_db
+from verifier.history import (
+    SCHEMA_VERSION,
+    HistoryError,
+    index_run,
+    index_summary,
+    load_frame,
+    load_points,
+    resolve_db,
+)
 from verifier.summary_model import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
 
-
-def _psycopg_conninfo(url: str) -> str:
-    """The test URL as psycopg takes it (psycopg reads postgresql:// URLs itself)."""
-    return url
 
 
 def _nights(db: str | Path, count: int) -> None:
@@ -59,7 +63,7 @@ def _invoke(args: list[str], **kw):
 def test_schema_and_version_are_created_in_postgres(pg_url: str) -> None:
     s, _ = make_summary(n=60)
     n = index_summary(s, pg_url)
-    with psycopg.connect(_psycopg_conninfo(pg_url)) as conn:
+    with psycopg.connect(pg_url) as conn:
         version = conn.execute("SELECT value FROM schema_info WHERE name = 'schema_version'").fetchone()
         runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         metrics = conn.execute("SELECT count(*) FROM metrics").fetchone()[0]
@@ -242,3 +246,18 @@ def test_verifier_run_indexes_into_postgres_and_keeps_the_password_out(pg_url: s
     res = CliRunner().invoke(app, ["report", str(out), "--db", pg_url], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert '<section id="history">' in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_another_run_under_a_taken_run_id_is_refused_not_replaced(backend: str, tmp_path: Path,
+                                                                   request: pytest.FixtureRequest) -> None:
+    """Two matrix jobs that both wrote ``runs/nightly``: the second must not silently replace the first."""
+    db = request.getfixturevalue("pg_url") if backend == "postgresql" else str(tmp_path / "h.sqlite")
+    first, _ = make_summary(run_id="nightly", started_at="2026-03-01T02:00:00Z", n=60)
+    second = first.model_copy(update={"started_at": "2026-03-01T02:00:07Z"})
+    n = index_summary(first, db)
+    with pytest.raises(HistoryError, match=r"run_id 'nightly' is already indexed from another run "
+                                           r"\(started 2026-03-01T02:00:00Z; this one 2026-03-01T02:00:07Z\)"):
+        index_summary(second, db)
+    frame = load_frame(db, basis=None)
+    assert len(frame) == n and set(frame["started_at"]) == {"2026-03-01T02:00:00Z"}  # the first run is intact

@@ -3,7 +3,8 @@
 Indexing is idempotent and safe under concurrent writers. In one transaction: upsert the ``runs`` row on its
 primary key ``run_id`` (which also locks it on PostgreSQL, so a second writer of the *same* run waits for the
 first to commit), delete that run's metric rows, insert the new ones. Two writers of different runs never
-touch the same rows; two writers of the same run leave exactly one copy (the later one's).
+touch the same rows; two writers of the same run leave exactly one copy (the later one's). A *different* run
+under an id already taken (same folder name, another start time) is refused rather than allowed to replace it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from verifier.history.engine import connect_for_write
@@ -75,7 +76,7 @@ def index_summary(summary: RunSummary, db_path: DbArg = None, *, run_dir: Path |
         "indexed_at": time.time(),
     }
     with connect_for_write(loc) as conn:
-        _upsert_run(conn, run_row)
+        _upsert_run(conn, run_row, loc.display)
         conn.execute(metrics.delete().where(metrics.c.run_id == summary.run_id))
         if rows:
             conn.execute(metrics.insert(), rows)
@@ -87,8 +88,22 @@ def index_run(run_dir: Path, db_path: DbArg = None) -> int:
     return index_summary(load_summary(Path(run_dir)), db_path, run_dir=Path(run_dir))
 
 
-def _upsert_run(conn: Connection, row: dict[str, Any]) -> None:
+def _upsert_run(conn: Connection, row: dict[str, Any], where: str) -> None:
+    """Insert the run, or update it if this run (same id *and* start time) is already there.
+
+    A row with the same id but another start time is a different run whose folder had the same name (two
+    matrix jobs writing ``runs/nightly`` into one shared history): replacing it would silently lose that run,
+    so it is refused instead, naming both start times.
+    """
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(runs).values(**row)
     updates = {c: stmt.excluded[c] for c in row if c != "run_id"}
-    conn.execute(stmt.on_conflict_do_update(index_elements=[runs.c.run_id], set_=updates))
+    conn.execute(stmt.on_conflict_do_update(index_elements=[runs.c.run_id], set_=updates,
+                                            where=runs.c.started_at == stmt.excluded.started_at))
+    # read back rather than trust rowcount (not reported for upserts by every driver): the row is ours now
+    # (SQLite: we hold the write lock; PostgreSQL: ON CONFLICT locked it), so this sees the stored run
+    other = conn.execute(select(runs.c.started_at).where(runs.c.run_id == row["run_id"])).scalar()
+    if other != row["started_at"]:
+        raise HistoryError(f"{where}: run_id '{row['run_id']}' is already indexed from another run (started {other}; "
+                           f"this one {row['started_at']}); give each run folder a unique name (the run_id is the "
+                           f"folder's name)")
