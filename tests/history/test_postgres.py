@@ -261,3 +261,15 @@ def test_another_run_under_a_taken_run_id_is_refused_not_replaced(backend: str, 
         index_summary(second, db)
     frame = load_frame(db, basis=None)
     assert len(frame) == n and set(frame["started_at"]) == {"2026-03-01T02:00:00Z"}  # the first run is intact
+
+
+def test_password_from_pgpassword_instead_of_the_url(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """libpq's own PGPASSWORD works, so the URL itself (in a CI variable, say) need not hold the secret."""
+    loc = resolve_db(pg_url)
+    bare = f"postgresql://{loc.url.username}@127.0.0.1:{loc.url.port}/{loc.url.database}"
+    s, _ = make_summary(n=60)
+    monkeypatch.setenv("PGPASSWORD", "wrong")
+    with pytest.raises(HistoryError, match="cannot connect to the history database"):
+        index_summary(s, bare)
+    monkeypatch.setenv("PGPASSWORD", PG_PASSWORD)
+    assert index_summary(s, bare) == len(load_frame(pg_url, basis=None)) > 0
