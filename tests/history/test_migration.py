@@ -37,21 +37,39 @@ def _v1_file(tmp_path: Path) -> Path:
     return db
 
 
-def test_version_1_file_migrates_on_first_read_and_keeps_every_row(tmp_path: Path) -> None:
+def _version(db: Path) -> tuple[int, list]:
+    with sqlite3.connect(db) as conn:
+        info = (conn.execute("SELECT value FROM schema_info WHERE name = 'schema_version'").fetchall()
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_info'").fetchall() else [])
+        return conn.execute("PRAGMA user_version").fetchone()[0], info
+
+
+def test_version_1_file_is_read_as_is_and_migrated_by_the_first_write_keeping_every_row(tmp_path: Path) -> None:
     db = _v1_file(tmp_path)
     with sqlite3.connect(db) as conn:
         before = conn.execute(_V1_QUERY).fetchall()
         runs_before = conn.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
-        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_info'").fetchall()
+    assert _version(db) == (1, [])
     frame = load_frame(db, basis=None)
     assert len(frame) == len(before) == 246 and frame["is_reference"].dtype == bool
+    # reading never writes: an older verifier sharing this file can still use it
+    assert _version(db) == (1, [])
+    s, _ = make_summary(run_id="v2-first", started_at="2026-02-01T02:00:00Z", n=60)
+    n = index_summary(s, db)
+    assert _version(db) == (SCHEMA_VERSION, [(str(SCHEMA_VERSION),)])
     with sqlite3.connect(db) as conn:
-        assert conn.execute(_V1_QUERY).fetchall() == before  # rows untouched, value for value
-        assert conn.execute("SELECT * FROM runs ORDER BY run_id").fetchall() == runs_before
-        assert conn.execute("SELECT value FROM schema_info WHERE name = 'schema_version'").fetchall() == [
-            (str(SCHEMA_VERSION),)]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        after = conn.execute(_V1_QUERY).fetchall()
+        assert [r for r in after if r[0] != "v2-first"] == before  # the old rows untouched, value for value
+        assert len(after) == len(before) + n
+        assert [r for r in conn.execute("SELECT * FROM runs ORDER BY run_id") if r[0] != "v2-first"] == runs_before
+
+
+def test_database_without_tables_reads_as_empty_history(tmp_path: Path) -> None:
+    """A database without history tables yet (a fresh server database, an empty file) reads as no rows."""
+    db = tmp_path / "empty.sqlite"
+    sqlite3.connect(db).close()
+    assert load_frame(db, basis=None).empty
+    assert _version(db) == (0, [])
 
 
 def test_migrated_file_takes_new_runs_and_tests_drift_against_old_ones(tmp_path: Path) -> None:
@@ -68,7 +86,7 @@ def test_migrated_file_takes_new_runs_and_tests_drift_against_old_ones(tmp_path:
 
 def test_newer_schema_is_refused_not_misread(tmp_path: Path) -> None:
     db = _v1_file(tmp_path)
-    load_frame(db)
+    index_summary(make_summary(run_id="x", n=60)[0], db)
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE schema_info SET value = '7' WHERE name = 'schema_version'")
     with pytest.raises(HistoryError, match=r"old\.sqlite: history schema version 7 is newer"):

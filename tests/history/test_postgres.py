@@ -61,6 +61,9 @@ def _invoke(args: list[str], **kw):
 
 
 def test_schema_and_version_are_created_in_postgres(pg_url: str) -> None:
+    assert load_frame(pg_url, basis=None).empty  # a fresh database reads as an empty history...
+    with psycopg.connect(pg_url) as conn:  # ...and reading created nothing: only writers create or migrate
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone() == (0,)
     s, _ = make_summary(n=60)
     n = index_summary(s, pg_url)
     with psycopg.connect(pg_url) as conn:

@@ -110,9 +110,15 @@ def connect_for_write(loc: HistoryLocation) -> Iterator[Connection]:
 
 
 @contextmanager
-def connect_for_read(loc: HistoryLocation) -> Iterator[Connection]:
-    """A connection in one read transaction (a consistent snapshot); an older schema is migrated first."""
-    with _connection(loc) as conn:
-        _migrate_if_needed(conn, loc)
-        with conn.begin():
-            yield conn
+def connect_for_read(loc: HistoryLocation) -> Iterator[tuple[Connection, int]]:
+    """A connection in one read transaction (a consistent snapshot), with the database's schema version.
+
+    Reading never writes: an older schema is read as it is (every version so far has the same ``runs`` and
+    ``metrics`` columns) and migrated only by the next write. So a report or a ``verifier history`` listing
+    run by a newer verifier leaves a history that older verifiers still share untouched. Version 0 means there
+    are no history tables yet (an empty database): the caller reads nothing.
+    """
+    with _connection(loc) as conn, conn.begin():
+        version = stored_version(conn)
+        check_version(version, loc.display)
+        yield conn, version

@@ -51,8 +51,8 @@ def load_frame(
     if endpoints is not None:
         stmt = stmt.where(metrics.c.endpoint.in_(list(endpoints)))
     stmt = stmt.order_by(*_ORDER)
-    with connect_for_read(loc) as conn:
-        rows = conn.execute(stmt).all()
+    with connect_for_read(loc) as (conn, version):
+        rows = conn.execute(stmt).all() if version > 0 else []  # version 0: no tables yet, an empty history
     df = pd.DataFrame.from_records(rows, columns=[c.name for c in _COLUMNS])
     # one dtype per column whatever the backend returned (and also for an empty result)
     for name in ("value", "ci_low", "ci_high", "p_value"):
