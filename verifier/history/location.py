@@ -161,8 +161,9 @@ def describe_db(db: DbArg) -> str:
     """The printable (credential-free) name of a history database, for messages and reports."""
     try:
         return resolve_db(db).display
-    except HistoryError:
-        return redact_db_text(os.fspath(db)) if db is not None and not isinstance(db, HistoryLocation) else "?"
+    except HistoryError:  # not a usable location, but still say which one, without credentials
+        raw = os.environ.get("VERIFIER_DB", "") if db is None else os.fspath(db)  # type: ignore[arg-type]
+        return redact_db_text(raw)
 
 
 def history_exists(db: DbArg) -> bool:
