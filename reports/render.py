@@ -25,7 +25,7 @@ from reports import charts
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, redact_url, write_cards
 from verifier.drift import DriftReport, detect_drift
 from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
-from verifier.history import load_frame, load_summary
+from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
 from verifier.records import ExchangeRecord, Interval
 from verifier.summary_model import EndpointSuiteResult, RunSummary, Series
 
@@ -263,10 +263,10 @@ class HistoryView(BaseModel):
     db: str = ""
 
 
-def history_view(summary: RunSummary, db_path: Path, drift: DriftReport | None) -> HistoryView:
+def history_view(summary: RunSummary, db_path: DbArg, drift: DriftReport | None) -> HistoryView:
     """History charts for the verdict metrics of this run's endpoints (last 30 runs, same suite)."""
     df = load_frame(db_path)
-    view = HistoryView(drift=drift, db=str(db_path))
+    view = HistoryView(drift=drift, db=describe_db(db_path))  # a server URL without its credentials
     if df.empty:
         return view
     names = {e.name for e in summary.endpoints}
@@ -320,11 +320,12 @@ def render_html(
     records: list[ExchangeRecord] | None = None,
     manifest: Any = None,
     policy: Policy | None = None,
-    db_path: Path | None = None,
+    db_path: DbArg = None,
 ) -> tuple[str, list[DisclosureCard]]:
     """The report's HTML and the disclosure cards, from typed inputs (no file IO beyond the history db)."""
     policy = policy or DEFAULT_POLICY
-    drift = detect_drift(summary, db_path, policy.drift) if db_path is not None and Path(db_path).exists() else None
+    has_history = db_path is not None and history_exists(db_path)  # a SQLite file or a PostgreSQL URL
+    drift = detect_drift(summary, db_path, policy.drift) if has_history else None
     if drift is None and not policy.allow_drift:
         # Without a history database the report cannot test drift; say so once instead of a warn mark per row.
         policy = policy.model_copy(update={"allow_drift": True})
@@ -332,7 +333,7 @@ def render_html(
     headline = [m for m, _ in VERDICT_COLUMNS]
     cards = build_cards(summary, gate, headline)
     sections = [suite_section(summary, i, records or [], gate) for i in range(len(summary.suites))]
-    hist = history_view(summary, Path(db_path), drift) if db_path is not None and Path(db_path).exists() else None
+    hist = history_view(summary, db_path, drift) if has_history else None
     script, script_hash = _script()
     endpoints = [
         {"name": e.name, "url": redact_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
@@ -360,7 +361,7 @@ def render_html(
     return html, cards
 
 
-def render_report(run_dir: Path, *, db_path: Path | None = None, policy: Policy | None = None) -> Path:
+def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None = None) -> Path:
     """Write ``run_dir/report.html`` (and disclosure JSONs) from the run folder; returns the report path."""
     run_dir = Path(run_dir)
     summary = load_summary(run_dir)

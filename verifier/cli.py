@@ -77,7 +77,9 @@ def run(
     horizon: Optional[list[str]] = typer.Option(None, "--horizon", help="Agent horizons (repeatable or comma list)."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Agent trials per scenario (pass^k)."),
     seed: int = typer.Option(0, "--seed", help="Seed for anything sampled."),
-    db: Optional[Path] = typer.Option(None, "--db", help="History database (SQLite) to index the run into."),
+    db: Optional[str] = typer.Option(None, "--db", metavar="PATH|URL",
+                                     help="History database to index the run into: a SQLite file or "
+                                          "postgresql://user@host:port/dbname (default $VERIFIER_DB)."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not index the run into the history database."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Override every endpoint's concurrency."),
     rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="Override every endpoint's rate (req/s)."),
@@ -174,14 +176,15 @@ def _fmt(x: float | None) -> str:
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.json)."),
-           db: Optional[Path] = typer.Option(None, "--db", help="History database for the history/drift section "
-                                             "(default: the default history database, when it exists)."),
+           db: Optional[str] = typer.Option(None, "--db", metavar="PATH|URL",
+                                            help="History database (SQLite file or PostgreSQL URL) for the "
+                                                 "history/drift section (default: the default one, when it exists)."),
            no_history: bool = typer.Option(False, "--no-history", help="Leave the history section out.")) -> None:
     """Re-render report.html from a run folder, without any network access."""
     if not (run_dir / "summary.json").exists():
         _fail(f"{run_dir}: no summary.json; not a finished run folder", 2)
-    if db is not None and not db.exists():
-        _fail(f"--db {db}: no such history database", 2)
+    if db is not None and not _history_exists(db):
+        _fail(f"--db {_describe_db(db)}: no such history database", 2)
     history_db = None if no_history else (db or _existing_default_db())
     warnings = render(run_dir, history_db)
     if warnings:
@@ -189,10 +192,24 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.
     print(run_dir / "report.html")
 
 
-def _existing_default_db() -> Optional[Path]:
-    from verifier.history import default_db_path
-    path = default_db_path()
-    return path if path.exists() else None
+def _existing_default_db() -> Any:
+    """The default history (``$VERIFIER_DB`` path or URL, else the default file) when there is one."""
+    from verifier.history import HistoryError, default_location
+    try:
+        loc = default_location()
+    except HistoryError as e:
+        _fail(str(e), 2)
+    return loc if loc.exists() else None
+
+
+def _history_exists(db: str) -> bool:
+    from verifier.history import history_exists
+    return history_exists(db)
+
+
+def _describe_db(db: str) -> str:
+    from verifier.history import describe_db  # never the raw URL: it may carry a password
+    return describe_db(db)
 
 
 def _attach(module: str, attr: str, name: str, *, help_text: str) -> None:

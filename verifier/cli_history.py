@@ -18,17 +18,22 @@ from rich.text import Text
 
 from verifier.drift import DriftReport, detect_drift
 from verifier.gate import DEFAULT_POLICY, Policy, PolicyError, evaluate, load_policy, to_junit, to_markdown
-from verifier.history import HistoryError, default_db_path, index_run, load_frame, load_summary
+from verifier.history import HistoryError, describe_db, history_exists, index_run, load_frame, load_summary, resolve_db
 
 __all__ = ["gate", "history_app"]
 
 history_app = typer.Typer(
     add_completion=False,
-    help=f"Run history (SQLite; default {default_db_path()} or $VERIFIER_DB) and drift.",
+    help="Run history (a SQLite file or a PostgreSQL URL; default $VERIFIER_DB, else "
+         "~/.local/share/verifier/history.sqlite) and drift.",
 )
 _out = Console()
 
-_DB_OPT = typer.Option(None, "--db", help="History database (default $VERIFIER_DB or ~/.local/share/verifier/history.sqlite).")
+# A string, not a Path: pathlib would fold the '//' of a postgresql:// URL (the history package repairs that too).
+_DB_OPT = typer.Option(
+    None, "--db", metavar="PATH|URL",
+    help="History database: a SQLite file or postgresql://user@host:port/dbname (default $VERIFIER_DB, else "
+         "~/.local/share/verifier/history.sqlite).")
 
 
 def _die(message: str, code: int = 2) -> None:
@@ -48,7 +53,7 @@ def _num(v: float | None) -> str:
 @history_app.callback(invoke_without_command=True)
 def history(
     ctx: typer.Context,
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
     endpoint: Optional[str] = typer.Option(None, "--endpoint", "-e", help="Only this endpoint."),
     metric: Optional[str] = typer.Option(None, "--metric", "-m", help="Only this metric (e.g. trigger_f1)."),
     suite: Optional[str] = typer.Option(None, "--suite", "-s", help="Only this suite."),
@@ -65,7 +70,7 @@ def history(
         _out.print("no matching rows in the history database", markup=False)
         return
     df = df.tail(last)
-    table = Table(title=Text(f"history: {db or default_db_path()}"))
+    table = Table(title=Text(f"history: {describe_db(db)}"))
     for col in ("started", "run", "endpoint", "suite", "metric", "value", "95% CI", "n"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for row in df.itertuples(index=False):
@@ -81,27 +86,27 @@ def history(
 @history_app.command("index")
 def index(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
 ) -> None:
     """Add (or re-add) a run folder to the history database."""
     try:
         n = index_run(run_dir, db)
     except HistoryError as exc:
         _die(str(exc))
-    _out.print(f"indexed {n} metric rows from {run_dir} into {db or default_db_path()}", markup=False)
+    _out.print(f"indexed {n} metric rows from {run_dir} into {describe_db(db)}", markup=False)
 
 
-def _drift_for(run_dir: Path, db: Path | None, policy: Policy) -> DriftReport | None:
-    path = db or default_db_path()
-    if not path.exists():
+def _drift_for(run_dir: Path, db: str | None, policy: Policy) -> DriftReport | None:
+    loc = resolve_db(db)  # a bad --db is an error here, not "no history"
+    if not loc.exists():
         return None
-    return detect_drift(load_summary(run_dir), path, policy.drift)
+    return detect_drift(load_summary(run_dir), loc, policy.drift)
 
 
 @history_app.command("drift")
 def drift(
     run_dir: Path = typer.Argument(..., help="The run to test (its own rows in the db are ignored)."),
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML whose [drift] table sets alpha/method/window."),
 ) -> None:
     """Test a run's metrics against each endpoint's own recent history; exit 1 when drift is detected."""
@@ -111,7 +116,7 @@ def drift(
     except (PolicyError, HistoryError) as exc:
         _die(str(exc))
     if rep is None:
-        _die(f"{db or default_db_path()}: no history database here")
+        _die(f"{describe_db(db)}: no history database here")
     table = Table(title=Text(f"drift: run {rep.run_id}"))
     for col in ("endpoint", "suite", "metric", "basis", "tonight", "history mean", "sd", "runs", "adj. p", "drift"):
         table.add_column(col)
@@ -128,18 +133,18 @@ def drift(
 @history_app.command("report")
 def report(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML for the pass/warn/fail marks."),
 ) -> None:
     """Re-render report.html with the history charts and drift table from the database."""
     from reports.render import render_report  # lazy: matplotlib is only needed when a report is drawn
 
-    path = db or default_db_path()
     try:
         pol = load_policy(policy) if policy else None
-        if not path.exists():
-            _die(f"{path}: no history database here")
-        out = render_report(run_dir, db_path=path, policy=pol)
+        loc = resolve_db(db)
+        if not history_exists(loc):
+            _die(f"{loc}: no history database here")
+        out = render_report(run_dir, db_path=loc, policy=pol)
     except (PolicyError, HistoryError) as exc:
         _die(str(exc))
     _out.print(str(out), markup=False, highlight=False)
@@ -148,7 +153,7 @@ def report(
 def gate(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML (default: examples/policy.toml values)."),
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
     junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per endpoint x check)."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary here (CI job summary / PR comment)."),
 ) -> None:

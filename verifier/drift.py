@@ -26,13 +26,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 from scipy.special import stdtr
 
-from verifier.history import MetricPoint, load_points
+from verifier.history import DbArg, MetricPoint, load_points
 from verifier.records import Interval
 from verifier.summary_model import RunSummary
 
@@ -260,6 +259,12 @@ def detect_drift_points(
     return report
 
 
-def detect_drift(summary: RunSummary, db_path: Path | None, settings: DriftSettings | None = None) -> DriftReport:
-    """Test every metric of ``summary`` against the history in ``db_path`` (the run itself is excluded)."""
-    return detect_drift_points(summary.run_id, _current_points(summary), load_points(db_path, basis=None), settings)
+def detect_drift(summary: RunSummary, db_path: DbArg, settings: DriftSettings | None = None) -> DriftReport:
+    """Test every metric of ``summary`` against the history in ``db_path`` (the run itself is excluded).
+
+    ``db_path`` is anything the history package accepts (a SQLite path, a PostgreSQL URL, a location; ``None`` is
+    the default database). Only the run's own endpoints' rows are read: a shared history holds many more.
+    """
+    endpoints = sorted({r.endpoint for r in summary.results})
+    history = load_points(db_path, basis=None, endpoints=endpoints)
+    return detect_drift_points(summary.run_id, _current_points(summary), history, settings)

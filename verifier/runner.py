@@ -117,7 +117,7 @@ class RunSettings:
     strict: bool = False
     stream: bool | None = None
     options: dict[str, Any] = field(default_factory=dict)  # kind-specific: horizon, trials, ...
-    db: Path | None = None
+    db: Path | str | None = None  # history database: SQLite file or PostgreSQL URL (None: the default)
     history: bool = True
     render: bool = True
     display_progress: bool | None = None
@@ -505,7 +505,7 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
         manifest.write(run_dir)
     outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
     # index first, so the report can chart this run beside the endpoint's history and test drift
-    history_db: Path | None = None
+    history_db: Any = None
     if s.history:
         problems = index_history(run_dir, s.db)
         outcome.warnings += problems
@@ -534,12 +534,15 @@ def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> 
              "(written by an older version or by two runs at once); each exchange counted once")]
 
 
-def _default_db() -> Path | None:
+def _default_db() -> Any:
     try:
-        from verifier.history import default_db_path
+        from verifier.history import HistoryError, default_location
     except ImportError:
         return None
-    return default_db_path()
+    try:
+        return default_location()  # $VERIFIER_DB (path or URL) or the default file
+    except HistoryError:
+        return None
 
 
 def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
@@ -555,7 +558,7 @@ def write_summary(run_dir: Path, summary: RunSummary) -> None:
     tmp.replace(Path(run_dir) / "summary.json")
 
 
-def render(run_dir: Path, db: Path | None = None) -> list[str]:
+def render(run_dir: Path, db: Any = None) -> list[str]:
     """Write report.html via the report module (with the history section when ``db`` is given); a missing or
     broken renderer is a warning, never a lost run."""
     try:
@@ -571,13 +574,14 @@ def render(run_dir: Path, db: Path | None = None) -> list[str]:
     return []
 
 
-def index_history(run_dir: Path, db: Path | None) -> list[str]:
+def index_history(run_dir: Path, db: Path | str | None) -> list[str]:
     try:
-        from verifier.history import index_run
+        from verifier.history import describe_db, index_run
     except ImportError as e:
         return [f"run not indexed into history: {e}"]
     try:
         index_run(Path(run_dir), db)
     except Exception as e:  # noqa: BLE001 - history is an index; the run folder is the record
-        return [f"run not indexed into history ({db or 'default db'}): {type(e).__name__}: {_first_line(e)}"]
+        # describe_db: a PostgreSQL URL is shown without its credentials
+        return [f"run not indexed into history ({describe_db(db)}): {type(e).__name__}: {_first_line(e)}"]
     return []

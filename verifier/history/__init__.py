@@ -1,0 +1,53 @@
+"""Run history: every run's metrics indexed into one database, a SQLite file or a shared PostgreSQL server.
+
+Why a database: nightly runs form a time series per (endpoint, suite, metric). The default is a single SQLite
+file that needs no server and can be cached between CI jobs; a team whose nightly jobs run on several machines
+points ``--db`` / ``$VERIFIER_DB`` at ``postgresql://user@host:port/dbname`` instead, and every job writes into
+one history. Both hold the same tables (``schema``, SQLAlchemy Core), created and migrated by the tool, with the
+version recorded in the database (``schema_info``). The run folder stays the source of truth; the database is an
+index that ``index_run`` can rebuild at any time (re-indexing a run replaces its rows, so it is idempotent, also
+when two jobs index at once: ``indexing``).
+
+Default location: ``$VERIFIER_DB`` (a path or a URL) if set, else ``$XDG_DATA_HOME/verifier/history.sqlite``,
+else ``~/.local/share/verifier/history.sqlite``.
+
+Modules: ``location`` (path or URL, credential-free display), ``schema`` (tables, migrations), ``engine``
+(connections, transactions, errors), ``indexing`` (writes), ``queries`` (reads), ``model`` (typed records).
+Every public function takes ``db`` as ``None`` (the default), a path, a URL string or a ``HistoryLocation``.
+"""
+
+from __future__ import annotations
+
+from verifier.history.indexing import index_run, index_summary, load_summary
+from verifier.history.location import (
+    DbArg,
+    HistoryLocation,
+    default_db_path,
+    default_location,
+    describe_db,
+    history_exists,
+    redact_db_text,
+    resolve_db,
+)
+from verifier.history.model import HistoryError, MetricPoint
+from verifier.history.queries import load_frame, load_points
+from verifier.history.schema import SCHEMA_VERSION
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DbArg",
+    "HistoryError",
+    "HistoryLocation",
+    "MetricPoint",
+    "default_db_path",
+    "default_location",
+    "describe_db",
+    "history_exists",
+    "index_run",
+    "index_summary",
+    "load_frame",
+    "load_points",
+    "load_summary",
+    "redact_db_text",
+    "resolve_db",
+]

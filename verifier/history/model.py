@@ -1,0 +1,35 @@
+"""The typed records that leave the history package: one metric row, and the one error it raises."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+__all__ = ["HistoryError", "MetricPoint"]
+
+
+class HistoryError(Exception):
+    """A history database or run folder that cannot be read or written.
+
+    The message is one line naming the file or the database (a server URL always with its credentials redacted),
+    so a CLI can print it as is.
+    """
+
+
+class MetricPoint(BaseModel):
+    """One row of the history: a metric of one endpoint on one suite in one run."""
+
+    run_id: str
+    started_at: str
+    endpoint: str
+    is_reference: bool
+    suite: str
+    suite_hash: str | None
+    kind: str
+    basis: str
+    metric: str
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    method: str | None = None
+    p_value: float | None = None

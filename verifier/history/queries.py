@@ -1,0 +1,69 @@
+"""Reading the history: the same frame and typed points from a SQLite file or a PostgreSQL server.
+
+Every reader (``verifier history``, drift, gate, the report's history section, a dashboard) goes through
+``load_frame`` / ``load_points``, so the backend is invisible past this module. The column order is the
+``MetricPoint`` field order and the row order is total (started_at, run, endpoint, suite, metric, basis), so
+both backends give identical frames for the same rows (``tests/history/test_postgres.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pandas as pd
+from sqlalchemy import select
+
+from verifier.history.engine import connect_for_read
+from verifier.history.location import DbArg, resolve_db
+from verifier.history.model import HistoryError, MetricPoint
+from verifier.history.schema import metrics
+
+__all__ = ["load_frame", "load_points"]
+
+_COLUMNS = [metrics.c[name] for name in MetricPoint.model_fields]
+_ORDER = [metrics.c.started_at, metrics.c.run_id, metrics.c.endpoint, metrics.c.suite, metrics.c.metric,
+          metrics.c.basis]
+
+
+def load_frame(
+    db_path: DbArg = None,
+    *,
+    endpoint: str | None = None,
+    metric: str | None = None,
+    suite: str | None = None,
+    basis: str | None = "value",
+    endpoints: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The history as a pandas DataFrame, oldest first; filters are exact matches, ``None`` means all.
+
+    ``endpoints`` keeps only rows of those endpoints (drift reads just the run's own series, not a whole shared
+    history).
+    """
+    loc = resolve_db(db_path)
+    if not loc.exists():
+        raise HistoryError(f"{loc.display}: no history database here (run `verifier run` or "
+                           f"`verifier history index` first)")
+    stmt = select(*_COLUMNS)
+    for col, val in (("endpoint", endpoint), ("metric", metric), ("suite", suite), ("basis", basis)):
+        if val is not None:
+            stmt = stmt.where(metrics.c[col] == val)
+    if endpoints is not None:
+        stmt = stmt.where(metrics.c.endpoint.in_(list(endpoints)))
+    stmt = stmt.order_by(*_ORDER)
+    with connect_for_read(loc) as (conn, version):
+        rows = conn.execute(stmt).all() if version > 0 else []  # version 0: no tables yet, an empty history
+    df = pd.DataFrame.from_records(rows, columns=[c.name for c in _COLUMNS])
+    # one dtype per column whatever the backend returned (and also for an empty result)
+    for name in ("value", "ci_low", "ci_high", "p_value"):
+        df[name] = pd.to_numeric(df[name], errors="coerce").astype("float64")
+    df["n"] = df["n"].astype("int64")
+    df["is_reference"] = df["is_reference"].astype(bool)
+    return df
+
+
+def load_points(db_path: DbArg = None, **filters: str | Sequence[str] | None) -> list[MetricPoint]:
+    """Typed rows for code that crosses module boundaries (drift, report)."""
+    df = load_frame(db_path, **filters)  # type: ignore[arg-type]
+    records = json.loads(df.to_json(orient="records"))
+    return [MetricPoint.model_validate(r) for r in records]
