@@ -38,13 +38,47 @@ def _usage_dict(usage: Any) -> dict[str, Any]:
         cached, cached_field = usage["cache_read_input_tokens"], "cache_read_input_tokens"
     if prompt is None and isinstance(usage.get("input_tokens"), int):
         # Anthropic counts cache reads/writes outside input_tokens; the prompt is their sum.
-        prompt = usage["input_tokens"] + int(usage.get("cache_read_input_tokens") or 0) + int(
-            usage.get("cache_creation_input_tokens") or 0)
+        prompt = usage["input_tokens"] + _int_or_zero(usage.get("cache_read_input_tokens")) + _int_or_zero(
+            usage.get("cache_creation_input_tokens"))
     if completion is None and isinstance(usage.get("output_tokens"), int):
         completion = usage["output_tokens"]
     return {"prompt_tokens": prompt if isinstance(prompt, int) else None,
             "completion_tokens": completion if isinstance(completion, int) else None,
             "cached_tokens": cached, "cached_field": cached_field}
+
+
+def _int_or_zero(v: Any) -> int:
+    """A count a provider may send as anything: an int counts, every other shape counts as 0."""
+    return v if isinstance(v, int) else 0
+
+
+def _finish_str(v: Any) -> str | None:
+    """A finish reason as text: a provider's ``{}`` or ``7`` is kept (as text) for the wire issue, never raised on."""
+    if v is None or isinstance(v, str):
+        return v
+    try:
+        return json.dumps(v, ensure_ascii=False)[:200]
+    except (TypeError, ValueError, RecursionError):
+        return type(v).__name__
+
+
+def _join_text(pieces: list[str]) -> str:
+    """Join streamed pieces, pairing UTF-16 surrogates split across deltas (JS/Java servers stream a non-BMP
+    character as two ``\\uXXXX`` escapes in two chunks); a lone surrogate is kept as is (the store escapes it)."""
+    text = "".join(pieces)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
+
+
+def _as_text(v: Any) -> str:
+    """Any JSON value as text: strings as they are, other values as JSON (never raises)."""
+    if isinstance(v, str):
+        return v
+    try:
+        return json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(type(v).__name__)
 
 
 def _tool_call_issues(calls: list[dict[str, Any]]) -> list[str]:
@@ -79,7 +113,7 @@ def _finish_issues(finish: str | None, calls: list[dict[str, Any]]) -> list[str]
 
 
 def _str_or_none(v: Any) -> str | None:
-    return v if isinstance(v, str) or v is None else str(v)
+    return v if isinstance(v, str) or v is None else _as_text(v)
 
 
 def _exchange_defaults(ex: dict) -> dict:
@@ -108,10 +142,19 @@ def _from_completion(status: int, data: Any) -> dict:
         return {"status": status, "response": data if isinstance(data, dict) else None,
                 "error_class": "malformed_response", "error_message": "completion has no choices",
                 "wire_issues": ["no_choices"]}
-    choice = data["choices"][0] if isinstance(data["choices"][0], dict) else {}
+    if not isinstance(data["choices"][0], dict):
+        return {"status": status, "response": data, "error_class": "malformed_response",
+                "error_message": "completion's first choice is not an object", "wire_issues": ["malformed_choice"]}
+    choice = data["choices"][0]
     msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    if not isinstance(choice.get("message"), dict):
+        issues.append("malformed_message")
+    raw_calls = msg.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        issues.append("tool_calls_not_list")
+        raw_calls = None
     calls = []
-    for i, tc in enumerate(msg.get("tool_calls") or []):
+    for i, tc in enumerate(raw_calls or []):
         if not isinstance(tc, dict):
             issues.append("malformed_tool_call")
             continue
@@ -119,10 +162,10 @@ def _from_completion(status: int, data: Any) -> dict:
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):
             issues.append(f"tool_call_arguments_not_string:{i}")
-            args = json.dumps(args)
+            args = _as_text(args)
         calls.append({"index": i, "id": _str_or_none(tc.get("id")), "type": _str_or_none(tc.get("type")),
                       "name": _str_or_none(fn.get("name")), "arguments": args or ""})
-    finish = choice.get("finish_reason")
+    finish = _finish_str(choice.get("finish_reason"))
     issues += _finish_issues(finish, calls) + _tool_call_issues(calls)
     reasoning = msg.get("reasoning_content")
     if reasoning is None:
@@ -131,14 +174,14 @@ def _from_completion(status: int, data: Any) -> dict:
     content = msg.get("content")
     if content is not None and not isinstance(content, str):
         issues.append("content_not_string")
-        content = json.dumps(content, ensure_ascii=False)
+        content = _as_text(content)
     lp_content = lp.get("content") if isinstance(lp, dict) else None
     if lp_content is not None and not (isinstance(lp_content, list) and all(isinstance(x, dict) for x in lp_content)):
         issues.append("malformed_logprobs")
         lp_content = None
     return {"status": status, "response": data, "content": content,
             "reasoning_content": reasoning if isinstance(reasoning, str) else None,
-            "finish_reason": finish if isinstance(finish, str) or finish is None else str(finish),
+            "finish_reason": finish,
             "tool_calls": calls, "usage": _usage_dict(data.get("usage")),
             "logprobs": lp_content, "wire_issues": issues}
 
@@ -160,6 +203,7 @@ class _StreamAccumulator:
         self.times: list[float] = []
         self.meta: dict[str, Any] = {}
         self.role: str | None = None
+        self.chunks = 0  # data lines that were a completion chunk (an object with a list of choices, or usage)
 
     def feed(self, data: str, t: float) -> bool:
         """Consume one SSE data payload; True at ``[DONE]``."""
@@ -169,7 +213,7 @@ class _StreamAccumulator:
         self.events += 1
         try:
             chunk = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.issues.append("malformed_chunk")
             return False
         if not isinstance(chunk, dict):
@@ -178,19 +222,22 @@ class _StreamAccumulator:
         if "error" in chunk and "choices" not in chunk:
             err = chunk["error"]
             raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
-        if not self.meta:
-            self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
         if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             self.issues.append("chunk_without_choices")
+            if chunk.get("usage") is not None:
+                self.chunks += 1
             return False
+        self.chunks += 1
+        if not self.meta:
+            self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
         for choice in choices:
             if not isinstance(choice, dict):
                 self.issues.append("malformed_chunk")
                 continue
-            if choice.get("index", 0) != 0:
+            if choice.get("index", 0) not in (0, None):
                 continue
             self._delta(choice, t)
         return False
@@ -201,12 +248,12 @@ class _StreamAccumulator:
             delta = {}
         seen_token = False
         if delta.get("role") and self.role is None:
-            self.role = delta["role"]
+            self.role = _str_or_none(delta["role"])
         c = delta.get("content")
         if c:
             if not isinstance(c, str):
                 self.issues.append("content_not_string")
-                c = json.dumps(c, ensure_ascii=False)
+                c = _as_text(c)
             self.content.append(c)
             seen_token = True
         r = delta.get("reasoning_content")
@@ -215,12 +262,16 @@ class _StreamAccumulator:
         if isinstance(r, str) and r:
             self.reasoning.append(r)
             seen_token = True
-        for j, tc in enumerate(delta.get("tool_calls") or []):
+        deltas = delta.get("tool_calls")
+        if deltas is not None and not isinstance(deltas, list):
+            self.issues.append("tool_calls_not_list")
+            deltas = None
+        for j, tc in enumerate(deltas or []):
             if not isinstance(tc, dict):
                 self.issues.append("malformed_tool_call_delta")
                 continue
             idx = tc.get("index")
-            if not isinstance(idx, int):
+            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < 1024:
                 self.issues.append("tool_call_delta_without_index")
                 idx = j
             acc = self.calls.get(idx)
@@ -245,7 +296,7 @@ class _StreamAccumulator:
                     acc["name"] += name
             args = fn.get("arguments")
             if args:
-                acc["arguments"].append(args if isinstance(args, str) else json.dumps(args))
+                acc["arguments"].append(_as_text(args))
             seen_token = True
         lp = choice.get("logprobs")
         if isinstance(lp, dict) and isinstance(lp.get("content"), list):
@@ -257,6 +308,8 @@ class _StreamAccumulator:
             if self.finish is not None and self.finish != fr:
                 self.issues.append("finish_reason_changed")
             self.finish = fr
+        elif choice.get("finish_reason") is not None:  # a falsy non-null shape: {} / [] / 0 / false
+            self.issues.append("malformed_finish_reason")
         if seen_token:
             if self.ttft is None:
                 self.ttft = t
@@ -264,9 +317,9 @@ class _StreamAccumulator:
 
     def result(self, status: int) -> dict:
         calls = [{"index": i, "id": a["id"], "type": a["type"] or "function", "name": a["name"],
-                  "arguments": "".join(a["arguments"])} for i, a in sorted(self.calls.items())]
-        content = "".join(self.content) if self.content else None
-        reasoning = "".join(self.reasoning) if self.reasoning else None
+                  "arguments": _join_text(a["arguments"])} for i, a in sorted(self.calls.items())]
+        content = _join_text(self.content) if self.content else None
+        reasoning = _join_text(self.reasoning) if self.reasoning else None
         issues = self.issues + _finish_issues(self.finish, calls) + _tool_call_issues(calls)
         if self.usage is None:
             issues.append("stream_missing_usage")
@@ -281,6 +334,12 @@ class _StreamAccumulator:
                                  "logprobs": {"content": self.logprobs} if self.logprobs is not None else None}]}
         if self.usage is not None:
             response["usage"] = self.usage
-        return {"status": status, "response": response, "content": content, "reasoning_content": reasoning,
-                "finish_reason": self.finish, "tool_calls": calls, "usage": _usage_dict(self.usage),
-                "logprobs": self.logprobs, "wire_issues": issues, "ttft_s": self.ttft, "chunk_times_s": self.times}
+        out = {"status": status, "response": response, "content": content, "reasoning_content": reasoning,
+               "finish_reason": self.finish, "tool_calls": calls, "usage": _usage_dict(self.usage),
+               "logprobs": self.logprobs, "wire_issues": issues, "ttft_s": self.ttft, "chunk_times_s": self.times}
+        if self.chunks == 0:
+            # A 200 stream with no completion chunk at all (every data line garbage, or only [DONE]) is a provider
+            # fault: scoring it as "the model called no tool" would charge the model for the provider's bytes.
+            out.update(error_class="malformed_response",
+                       error_message=f"stream carried no completion chunk ({self.events} data lines, none usable)")
+        return out

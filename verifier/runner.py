@@ -29,7 +29,7 @@ from verifier.client import EndpointClient, EndpointError
 from verifier.endpoints import BuiltinServers, BuiltinStartError, EndpointConfigError, EndpointSet, check_keys, default_endpoints
 from verifier.progress import Progress
 from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
-from verifier.store import ManifestEndpoint, ManifestSuite, RecordStore, RunManifest, StoreError, _first_line
+from verifier.store import ManifestEndpoint, ManifestSuite, RecordStore, RunManifest, StoreError, _first_line, display_json
 from verifier.summary_model import EndpointSuiteResult, InputProblem, RunSummary
 
 log = logging.getLogger(__name__)
@@ -436,7 +436,7 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
 
 def write_summary(run_dir: Path, summary: RunSummary) -> None:
     tmp = Path(run_dir) / "summary.json.tmp"
-    tmp.write_text(summary.model_dump_json(indent=2))
+    tmp.write_text(display_json(summary, indent=2))  # a provider's lone surrogate must not lose the summary
     tmp.replace(Path(run_dir) / "summary.json")
 
 
