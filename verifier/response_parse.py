@@ -13,6 +13,22 @@ from typing import Any
 from verifier.records import OPENAI_FINISH_REASONS, Usage
 
 
+#: wire issues that mean the model's decision cannot be read (a message that is not an object, tool calls that
+#: are not a list or not objects): the exchange is a provider fault (``malformed_response``), never scored as
+#: "the model called no tool"
+UNREADABLE_SHAPES = frozenset({"malformed_message", "tool_calls_not_list", "malformed_tool_call",
+                               "malformed_tool_call_delta"})
+
+
+def _classify_shape(out: dict) -> dict:
+    """Mark ``out`` as ``malformed_response`` when one of its wire issues makes the reply unreadable."""
+    bad = sorted({i for i in out.get("wire_issues", []) if i in UNREADABLE_SHAPES})
+    if bad and not out.get("error_class"):
+        out["error_class"] = "malformed_response"
+        out["error_message"] = "unreadable reply shape: " + ", ".join(bad)
+    return out
+
+
 class _BrokenStream(Exception):
     """The SSE stream ended before ``data: [DONE]`` (or the connection dropped mid-stream)."""
 
@@ -179,11 +195,11 @@ def _from_completion(status: int, data: Any) -> dict:
     if lp_content is not None and not (isinstance(lp_content, list) and all(isinstance(x, dict) for x in lp_content)):
         issues.append("malformed_logprobs")
         lp_content = None
-    return {"status": status, "response": data, "content": content,
-            "reasoning_content": reasoning if isinstance(reasoning, str) else None,
-            "finish_reason": finish,
-            "tool_calls": calls, "usage": _usage_dict(data.get("usage")),
-            "logprobs": lp_content, "wire_issues": issues}
+    return _classify_shape({"status": status, "response": data, "content": content,
+                            "reasoning_content": reasoning if isinstance(reasoning, str) else None,
+                            "finish_reason": finish,
+                            "tool_calls": calls, "usage": _usage_dict(data.get("usage")),
+                            "logprobs": lp_content, "wire_issues": issues})
 
 
 class _StreamAccumulator:
@@ -342,4 +358,4 @@ class _StreamAccumulator:
             # fault: scoring it as "the model called no tool" would charge the model for the provider's bytes.
             out.update(error_class="malformed_response",
                        error_message=f"stream carried no completion chunk ({self.events} data lines, none usable)")
-        return out
+        return _classify_shape(out)

@@ -196,6 +196,7 @@ def test_shapes_named_in_the_issue():
     body["choices"][0]["message"]["tool_calls"] = 7
     out = _from_completion(200, body)
     assert out["tool_calls"] == [] and "tool_calls_not_list" in out["wire_issues"]
+    assert out["error_class"] == "malformed_response"  # unreadable: a provider fault, not "no tool call"
     body = _valid_body()
     body["choices"] = ["not a choice"]
     assert _from_completion(200, body)["error_class"] == "malformed_response"
