@@ -355,6 +355,9 @@ class AgentKind:
     async def run(self, suite: AgentSuite, ctx: Any) -> None:
         opts = self._options(suite, ctx)
         plans = self._plan(suite, ctx, opts)
+        eps = self._endpoints(ctx)  # --resume: steps already recorded count in this run's progress
+        ctx.progress.advance_resumed(r for r in ctx.store.read(kind="agent_step", suite=suite.manifest.name)
+                                     if r.endpoint in eps)
         learned: dict[str, int] = {}  # endpoint -> prompt window learnt from its context-length errors
         await asyncio.gather(*(self._guarded_trial(suite, ctx, opts, p, learned) for p in plans))
 

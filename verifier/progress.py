@@ -22,6 +22,7 @@ class Progress:
         self.errors = 0
         self.retries = 0
         self.resumed = 0  # exchanges found on disk by --resume: counted in done/errors/retries, not in the rate
+        self._resumed_keys: set[tuple] = set()
         self._t0 = time.monotonic()
         self._console = console or Console(stderr=True)
         self._display = self._console.is_terminal if display is None else display
@@ -76,6 +77,10 @@ class Progress:
         retries, so the run's final figures cover the whole run and not only its last part."""
         n = errors = retries = 0
         for r in records:
+            key = r.key()
+            if key in self._resumed_keys:
+                continue  # a kind that runs in passes (reference first) reports the same record once
+            self._resumed_keys.add(key)
             n += 1
             errors += not r.ok
             retries += max(0, r.attempts - 1)

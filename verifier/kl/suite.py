@@ -194,6 +194,8 @@ class LogprobKind:
 
     def __init__(self) -> None:
         self._index: dict[tuple, ExchangeRecord] = {}
+        # per record store: keys appended by this process, so a later pass does not count them as resumed
+        self._live: dict[tuple[str, int], set[tuple]] = {}
 
     # loading -----------------------------------------------------------------------------------------------
     def load(self, ref: str, options: dict) -> LoadedLogprobSuite:
@@ -222,7 +224,12 @@ class LogprobKind:
         name = suite.manifest.name
         top_k = int(ctx.options.get("top_logprobs", TOP_K))
         # one read of what is already on disk (resume, or the reference pass), kept up to date on append
-        self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in ctx.store.read(suite=name)}
+        on_disk = ctx.store.read(suite=name)
+        self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in on_disk}
+        # --resume: what an earlier run recorded counts in this run's progress (once: this kind runs in passes)
+        live = self._live.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set())
+        ctx.progress.advance_resumed(r for r in on_disk if r.kind == "logprob" and r.key() not in live
+                                     and r.endpoint in ctx.endpoints)
         for ep in ctx.endpoints:
             probe = await self._probe(name, ep, ctx)
             is_ref = ep == ctx.reference
@@ -243,6 +250,7 @@ class LogprobKind:
         rec = ExchangeRecord(**ex.model_dump(), kind="logprob", suite=suite, case_id=case_id, endpoint=endpoint,
                              variant=variant, extra=extra)
         ctx.store.append(rec)
+        self._live.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set()).add(rec.key())
         self._index[(suite, case_id, endpoint, variant)] = rec
         ctx.progress.advance(error=not rec.ok, retried=max(0, rec.attempts - 1))
         return rec
