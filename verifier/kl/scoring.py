@@ -70,8 +70,8 @@ class PathData:
 
 
 def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices") or [{}]
-    return choices[0] if isinstance(choices[0], dict) else {}
+    choices = (rec.response or {}).get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
 
 
 def _gen_track(rec: ExchangeRecord) -> TokenTrack:

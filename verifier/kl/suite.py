@@ -126,8 +126,8 @@ def _manifest(name: str, cases: list[LogprobCase], source: str, skipped: int) ->
 # ---------------------------------------------------------------------------------------------------------------
 
 def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices") or [{}]
-    return choices[0] if isinstance(choices[0], dict) else {}
+    choices = (rec.response or {}).get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
 
 
 def _generation_track(rec: ExchangeRecord) -> TokenTrack:
