@@ -401,7 +401,7 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
             suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
             fingerprints=fingerprints,
             settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
-                                                    "retries": progress.retries}})
+                                                    "retries": progress.retries, "resumed": progress.resumed}})
         write_summary(run_dir, summary)
         manifest.finished_at = finished
         manifest.status = "failed" if failures else "completed"

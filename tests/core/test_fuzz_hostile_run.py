@@ -81,3 +81,4 @@ def test_hostile_bodies_never_end_the_suite_and_resume_finishes(tmp_path, script
     progress = outcome2.summary.settings["progress"]
     assert progress["exchanges"] == planned  # the resumed run's figures cover the whole run
     assert progress["errors"] == sum(not r.ok for r in records2)
+    assert progress["resumed"] == planned - 30
