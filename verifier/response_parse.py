@@ -17,12 +17,12 @@ from verifier.records import OPENAI_FINISH_REASONS, Usage
 #: are not a list or not objects): the exchange is a provider fault (``malformed_response``), never scored as
 #: "the model called no tool"
 UNREADABLE_SHAPES = frozenset({"malformed_message", "tool_calls_not_list", "malformed_tool_call",
-                               "malformed_tool_call_delta"})
+                               "malformed_tool_call_delta", "tool_call_name_not_string", "content_not_text"})
 
 
 def _classify_shape(out: dict) -> dict:
     """Mark ``out`` as ``malformed_response`` when one of its wire issues makes the reply unreadable."""
-    bad = sorted({i for i in out.get("wire_issues", []) if i in UNREADABLE_SHAPES})
+    bad = sorted({i for i in out.get("wire_issues", []) if i.split(":", 1)[0] in UNREADABLE_SHAPES})
     if bad and not out.get("error_class"):
         out["error_class"] = "malformed_response"
         out["error_message"] = "unreadable reply shape: " + ", ".join(bad)
@@ -85,6 +85,16 @@ def _join_text(pieces: list[str]) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return text
+
+
+def _content_text(v: Any, issues: list[str]) -> str | None:
+    """Message content as text. A list (content parts, a known dialect) is kept as its JSON text with the wire issue
+    ``content_not_string``; any other shape (an object, a number) is unreadable (``content_not_text``: the reply
+    becomes malformed_response, never a model's answer)."""
+    if v is None or isinstance(v, str):
+        return v
+    issues.append("content_not_string" if isinstance(v, list) else "content_not_text")
+    return _as_text(v)
 
 
 def _as_text(v: Any) -> str:
@@ -179,18 +189,18 @@ def _from_completion(status: int, data: Any) -> dict:
         if args is not None and not isinstance(args, str):
             issues.append(f"tool_call_arguments_not_string:{i}")
             args = _as_text(args)
+        name = fn.get("name")
+        if name is not None and not isinstance(name, str):
+            issues.append(f"tool_call_name_not_string:{i}")
         calls.append({"index": i, "id": _str_or_none(tc.get("id")), "type": _str_or_none(tc.get("type")),
-                      "name": _str_or_none(fn.get("name")), "arguments": args or ""})
+                      "name": _str_or_none(name), "arguments": args or ""})
     finish = _finish_str(choice.get("finish_reason"))
     issues += _finish_issues(finish, calls) + _tool_call_issues(calls)
     reasoning = msg.get("reasoning_content")
     if reasoning is None:
         reasoning = msg.get("reasoning")
     lp = choice.get("logprobs")
-    content = msg.get("content")
-    if content is not None and not isinstance(content, str):
-        issues.append("content_not_string")
-        content = _as_text(content)
+    content = _content_text(msg.get("content"), issues)
     lp_content = lp.get("content") if isinstance(lp, dict) else None
     if lp_content is not None and not (isinstance(lp_content, list) and all(isinstance(x, dict) for x in lp_content)):
         issues.append("malformed_logprobs")
@@ -219,7 +229,7 @@ class _StreamAccumulator:
         self.times: list[float] = []
         self.meta: dict[str, Any] = {}
         self.role: str | None = None
-        self.chunks = 0  # data lines that were a completion chunk (an object with a list of choices, or usage)
+        self.chunks = 0  # data lines that were a completion chunk (an object choice, or a usage object)
 
     def feed(self, data: str, t: float) -> bool:
         """Consume one SSE data payload; True at ``[DONE]``."""
@@ -243,10 +253,11 @@ class _StreamAccumulator:
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             self.issues.append("chunk_without_choices")
-            if chunk.get("usage") is not None:
+            if isinstance(chunk.get("usage"), dict):
                 self.chunks += 1
             return False
-        self.chunks += 1
+        if any(isinstance(c, dict) for c in choices) or isinstance(chunk.get("usage"), dict):
+            self.chunks += 1
         if not self.meta:
             self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
         for choice in choices:
@@ -267,9 +278,7 @@ class _StreamAccumulator:
             self.role = _str_or_none(delta["role"])
         c = delta.get("content")
         if c:
-            if not isinstance(c, str):
-                self.issues.append("content_not_string")
-                c = _as_text(c)
+            c = _content_text(c, self.issues) or ""
             self.content.append(c)
             seen_token = True
         r = delta.get("reasoning_content")
@@ -302,7 +311,10 @@ class _StreamAccumulator:
             if tc.get("type"):
                 acc["type"] = _str_or_none(tc["type"])
             fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-            name = _str_or_none(fn.get("name"))
+            raw_name = fn.get("name")
+            if raw_name is not None and not isinstance(raw_name, str):
+                self.issues.append(f"tool_call_name_not_string:{idx}")
+            name = _str_or_none(raw_name)
             if name:
                 if acc["name"] is None:
                     acc["name"] = name

@@ -200,6 +200,30 @@ def test_shapes_named_in_the_issue():
     body = _valid_body()
     body["choices"] = ["not a choice"]
     assert _from_completion(200, body)["error_class"] == "malformed_response"
+    body = _valid_body()
+    body["choices"][0]["message"]["content"] = {"nested": True}  # not text, not content parts: unreadable
+    assert _from_completion(200, body)["error_class"] == "malformed_response"
+    body = _valid_body()
+    body["choices"][0]["message"]["tool_calls"][0]["function"]["name"] = {"n": 1}
+    assert _from_completion(200, body)["error_class"] == "malformed_response"
+    body = _valid_body()
+    body["choices"][0]["message"]["content"] = [{"type": "text", "text": "hi"}]  # content parts: a known dialect
+    out = _from_completion(200, body)
+    assert "error_class" not in out and "content_not_string" in out["wire_issues"]
+
+
+def test_every_hostile_reply_of_the_test_server_is_classified():
+    """The scripted server's hostile bodies and streams all come out as malformed_response, none as a decision."""
+    from verifier.testing.scripted_server import HOSTILE_BODIES, HOSTILE_STREAMS
+
+    for body in HOSTILE_BODIES:
+        assert _from_completion(200, body).get("error_class") == "malformed_response", body
+    for lines in HOSTILE_STREAMS:
+        acc = _StreamAccumulator()
+        for i, line in enumerate(lines):
+            acc.feed(line, float(i))
+        acc.feed("[DONE]", 9.0)
+        assert acc.result(200).get("error_class") == "malformed_response", lines
 
 
 def test_store_keeps_a_lone_surrogate_and_reopens(tmp_path):
