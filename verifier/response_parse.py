@@ -8,6 +8,7 @@ drives them with thousands of mutated bodies (tests/core/test_fuzz_parsers.py).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from verifier.records import OPENAI_FINISH_REASONS, Usage
@@ -78,11 +79,14 @@ def _finish_str(v: Any) -> str | None:
         return type(v).__name__
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _join_text(pieces: list[str]) -> str:
     """Join streamed pieces, pairing UTF-16 surrogates split across deltas (JS/Java servers stream a non-BMP
     character as two ``\\uXXXX`` escapes in two chunks); a lone surrogate is kept as is (the store escapes it)."""
     text = "".join(pieces)
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
+    if _SURROGATE.search(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     return text
 
