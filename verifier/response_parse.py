@@ -252,25 +252,26 @@ class _StreamAccumulator:
         if "error" in chunk and "choices" not in chunk:
             err = chunk["error"]
             raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
-        if chunk.get("usage") is not None:
-            self.usage = chunk["usage"]
+        usage = chunk.get("usage")
+        if usage is not None:
+            self.usage = usage
+        usable = type(usage) is dict  # a completion chunk: a usage object, or (below) an object choice
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             self.issues.append("chunk_without_choices")
-            if isinstance(chunk.get("usage"), dict):
-                self.chunks += 1
+            self.chunks += usable
             return False
-        if any(isinstance(c, dict) for c in choices) or isinstance(chunk.get("usage"), dict):
-            self.chunks += 1
         if not self.meta:
             self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
         for choice in choices:
-            if not isinstance(choice, dict):
+            if type(choice) is not dict:
                 self.issues.append("malformed_chunk")
                 continue
+            usable = True
             if choice.get("index", 0) not in (0, None):
                 continue
             self._delta(choice, t)
+        self.chunks += usable
         return False
 
     def _delta(self, choice: dict, t: float) -> None:
@@ -282,7 +283,8 @@ class _StreamAccumulator:
             self.role = _str_or_none(delta["role"])
         c = delta.get("content")
         if c:
-            c = _content_text(c, self.issues) or ""
+            if type(c) is not str:
+                c = _content_text(c, self.issues) or ""
             self.content.append(c)
             seen_token = True
         r = delta.get("reasoning_content")
@@ -292,10 +294,10 @@ class _StreamAccumulator:
             self.reasoning.append(r)
             seen_token = True
         deltas = delta.get("tool_calls")
-        if deltas is not None and not isinstance(deltas, list):
+        if deltas is not None and type(deltas) is not list:
             self.issues.append("tool_calls_not_list")
             deltas = None
-        for j, tc in enumerate(deltas or []):
+        for j, tc in enumerate(deltas or ()):
             if not isinstance(tc, dict):
                 self.issues.append("malformed_tool_call_delta")
                 continue
@@ -335,12 +337,13 @@ class _StreamAccumulator:
             if self.logprobs is None:
                 self.logprobs = []
             self.logprobs.extend(x for x in lp["content"] if isinstance(x, dict))
-        if choice.get("finish_reason"):
-            fr = _str_or_none(choice["finish_reason"])
+        finish = choice.get("finish_reason")
+        if finish:
+            fr = finish if type(finish) is str else _finish_str(finish)
             if self.finish is not None and self.finish != fr:
                 self.issues.append("finish_reason_changed")
             self.finish = fr
-        elif choice.get("finish_reason") is not None:  # a falsy non-null shape: {} / [] / 0 / false
+        elif finish is not None:  # a falsy non-null shape: {} / [] / 0 / false
             self.issues.append("malformed_finish_reason")
         if seen_token:
             if self.ttft is None:
