@@ -13,7 +13,7 @@ from pathlib import Path
 from verifier.endpoints import from_flags
 from verifier.runner import RunSettings, execute_run
 from verifier.store import RecordStore
-from verifier.testing.scripted_server import FaultInjector, schema_responder
+from verifier.testing.scripted_server import FaultInjector, Reply, schema_responder
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -37,7 +37,15 @@ def _settings(url_ref: str, url_cand: str, suite: Path, out: Path, resume: bool 
 def test_hostile_bodies_never_end_the_suite_and_resume_finishes(tmp_path, scripted_server):
     n = 40
     inj = FaultInjector(schema_responder, {"hostile_body": 0.25, "permanent_500": 0.1, "lone_surrogate": 0.2}, seed=7)
-    ref, cand = scripted_server(schema_responder), scripted_server(inj)
+
+    def responder(body, ctx):
+        # JSON nested deeper than any parser recurses: the client's own json.loads raises RecursionError, which
+        # only the per-exchange guard catches (before it, gather ended the suite and lost answered records)
+        if body["messages"][0]["content"] in ("weather in city 3?", "weather in city 5?") and not body.get("stream"):
+            return Reply(body=b"[" * 200_000)
+        return inj(body, ctx)
+
+    ref, cand = scripted_server(schema_responder), scripted_server(responder)
     suite, out = _suite(tmp_path, n), tmp_path / "run"
     outcome = execute_run(_settings(ref.base_url, cand.base_url, suite, out))
     assert min(inj.injected[k] for k in ("hostile_body", "permanent_500", "lone_surrogate")) > 0, inj.injected
@@ -50,6 +58,8 @@ def test_hostile_bodies_never_end_the_suite_and_resume_finishes(tmp_path, script
     # every hostile stream whose data lines hold no completion chunk is a provider fault, never "no tool call"
     assert errors["malformed_response"] > 0, errors
     assert errors["server_error"] == 2 * inj.injected["permanent_500"]
+    deep = [r for r in cand_recs if r.case_id in ("w3", "w5") and r.variant == "nonstream"]
+    assert len(deep) == 2 and all(r.error_class in ("harness_error", "malformed_response") for r in deep), deep
     assert all(r.ok for r in records if r.endpoint == "ref")
 
     # lone surrogates: stored, read back as the same text, scored as text
