@@ -13,7 +13,6 @@ from typing import Any
 
 from verifier.records import OPENAI_FINISH_REASONS, Usage
 
-
 #: wire issues that mean the model's decision cannot be read (a message that is not an object, tool calls that
 #: are not a list or not objects): the exchange is a provider fault (``malformed_response``), never scored as
 #: "the model called no tool"

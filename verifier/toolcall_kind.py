@@ -138,8 +138,9 @@ class ToolcallKind:
         else:
             stream = suite.stream_override if suite.stream_override is not None else case.stream
         ex = await guarded(ctx.clients[endpoint].chat(case.body, stream=stream), case.body, stream=bool(stream))
-        where = dict(kind="toolcall", suite=suite.manifest.name, case_id=case.id, repeat=repeat, endpoint=endpoint,
-                     variant=variant, extra={"n_tools": len(case.body.get("tools") or [])})
+        where: dict[str, Any] = {"kind": "toolcall", "suite": suite.manifest.name, "case_id": case.id, "repeat": repeat,
+                                 "endpoint": endpoint, "variant": variant,
+                                 "extra": {"n_tools": len(case.body.get("tools") or [])}}
         try:
             ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
         except (ValueError, TypeError) as e:  # a reply the record cannot hold: keep the exchange, classified

@@ -15,7 +15,7 @@ from verifier.progress import Progress
 from verifier.records import EndpointConfig
 from verifier.runner import RunContext
 from verifier.store import RecordStore
-from verifier.testing.scripted_server import FaultInjector, Reply, ScriptedServer
+from verifier.testing.scripted_server import FaultInjector, ScriptedServer
 
 
 class NoPromptTokens(CachingServer):

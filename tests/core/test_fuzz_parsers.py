@@ -14,10 +14,15 @@ import random
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from verifier.records import Exchange, ExchangeRecord
-from verifier.response_parse import _exchange_defaults, _from_completion, _StreamAccumulator
+from verifier.response_parse import (
+    _exchange_defaults,
+    _from_completion,
+    _StreamAccumulator,
+)
 from verifier.store import parse_record_line, record_line
 
 _ODD_VALUES: list[Any] = [None, {}, [], 7, -1, 2**70, 1.5, float("nan"), True, False, "", "x", "\ud83d", "\ude00x",

@@ -10,7 +10,6 @@ import asyncio
 import json
 from pathlib import Path
 
-from .toy_lm import ToyLM
 from verifier.client import EndpointClient
 from verifier.kl.suite import LOGPROB_KIND
 from verifier.progress import Progress
@@ -18,6 +17,8 @@ from verifier.records import EndpointConfig
 from verifier.runner import RunContext
 from verifier.store import RecordStore
 from verifier.testing.scripted_server import FaultInjector, Reply, ScriptedServer
+
+from .toy_lm import ToyLM
 
 
 def _suite_file(tmp: Path) -> Path:

@@ -7,7 +7,12 @@ import random
 import time
 
 from tests.core.test_fuzz_parsers import _mutate
-from verifier.kl.align import LogprobFormatError, parse_chat_logprobs, parse_legacy_logprobs, parse_vllm_prompt_logprobs
+from verifier.kl.align import (
+    LogprobFormatError,
+    parse_chat_logprobs,
+    parse_legacy_logprobs,
+    parse_vllm_prompt_logprobs,
+)
 
 CHAT = [{"token": "a", "logprob": -0.1, "bytes": [97],
          "top_logprobs": [{"token": "a", "logprob": -0.1, "bytes": [97]}, {"token": "b", "logprob": -2.0}]},
