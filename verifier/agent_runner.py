@@ -132,6 +132,20 @@ class AgentSuite:
     options: AgentOptions = field(default_factory=AgentOptions)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def wire_safe(text: str | None, *, json_text: bool = False) -> str | None:
+    """Text the endpoint sent, made sendable again: a lone UTF-16 surrogate (which no UTF-8 request can carry) becomes
+    its ``\\uXXXX`` escape inside JSON text (the very same JSON value) and U+FFFD in plain text. Without this, one
+    such character in a reply made every later step of the trial fail before it was sent."""
+    if not text or not _LONE_SURROGATE.search(text):
+        return text
+    if json_text:
+        return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def canonical_action(name: str | None, arguments: str) -> str:
     """``name(args)`` with arguments re-serialised canonically when they parse, raw otherwise (for divergence)."""
     try:
@@ -432,9 +446,12 @@ class AgentKind:
                         calls.append({"name": tc.name, "valid": outcome.valid, "error_kind": outcome.error_kind})
                         actions.append(canonical_action(tc.name, tc.arguments))
                         turn.append({"id": call_id, "type": "function",
-                                     "function": {"name": tc.name or "", "arguments": tc.arguments}})
-                        tool_msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.result_text})
-                    conv.add_turn([{"role": "assistant", "content": ex.content, "tool_calls": turn}, *tool_msgs])
+                                     "function": {"name": wire_safe(tc.name) or "",
+                                                  "arguments": wire_safe(tc.arguments, json_text=True)}})
+                        tool_msgs.append({"role": "tool", "tool_call_id": call_id,
+                                          "content": wire_safe(outcome.result_text)})
+                    conv.add_turn([{"role": "assistant", "content": wire_safe(ex.content), "tool_calls": turn},
+                                   *tool_msgs])
                     n_invalid = sum(1 for c in calls if c["error_kind"] in INVALID_KINDS)
                     first_error = next((c["error_kind"] for c in calls if c["error_kind"]), None)
                     extra.update(n_calls=len(calls), n_invalid=n_invalid, valid=n_invalid == 0,

@@ -60,3 +60,30 @@ async def test_permanent_provider_faults_are_endpoint_errors_not_failed_tasks(tm
     assert cand.counts["request_errors"] == sum(not r.ok for r in cand_recs)
     assert ref.counts["request_errors"] == 0 and ref.metrics["endpoint_error_rate"].value == 0.0
     assert ctx.progress.done == len(records) and ctx.progress.errors == sum(not r.ok for r in records)
+
+
+async def test_a_lone_surrogate_in_a_reply_does_not_end_the_trial(tmp_path: Path) -> None:
+    """A reply whose text holds ``\\ud83d`` alone (as JS/Java servers can send) is echoed back in the next request;
+    no UTF-8 body can carry it, so before the fix every later step failed before it was sent."""
+    import json
+
+    suite = AGENT_KIND.load("agent-smoke", {})
+    policy = OraclePolicy(suite.cases)
+
+    def responder(body, ctx):
+        reply = policy(body, ctx)
+        if reply.tool_calls:
+            reply.content = "thinking \ud83d"
+            reply.tool_calls = [{**tc, "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
+                                 else json.dumps(tc["arguments"])} for tc in reply.tool_calls]
+        return reply
+
+    with ScriptedServer(responder, models=["ref"]) as srv:
+        async with AsyncExitStack() as stack:
+            ctx = await open_context(stack, tmp_path / "run", srv.base_url, ["ref"], {})
+            await AGENT_KIND.run(suite, ctx)
+            records = ctx.store.read(kind="agent_step")
+    assert all(r.ok for r in records), Counter(r.error_class for r in records)
+    assert any(r.content == "thinking \ud83d" for r in records)  # stored as sent: losslessly
+    (res,) = AGENT_KIND.score(suite, records, "ref", ["ref"])
+    assert res.metrics["task_success"].value == 1.0 and res.counts["endpoint_error_trials"] == 0
