@@ -8,7 +8,9 @@ scenario's environment -> append the assistant message and one tool message per 
 * ``invalid_streak``: ``max_invalid_streak`` consecutive invalid tool calls (malformed JSON, unknown tool, schema);
 * ``context_limit``: the endpoint said the prompt is too long and trimming cannot help, or the next prompt would
   exceed the configured ``max_prompt_tokens``;
-* ``endpoint_error``: the request failed for another reason after the client's retries.
+* ``endpoint_error``: the request failed for another reason after the client's retries (a provider fault: scoring
+  reports such trials as endpoint errors, outside task success; see :mod:`verifier.agent_scoring`). Any exception
+  while handling a step (a reply no parser foresaw) is such a failure too: it is recorded, never fatal to the suite.
 
 Every request is one :class:`ExchangeRecord` (kind ``agent_step``, ``repeat`` = trial, ``step`` = index). ``extra``
 holds ``attempt``, ``env``, ``horizon``, ``messages`` / ``prompt_chars`` / ``trimmed_turns`` (what was sent),
@@ -50,7 +52,8 @@ from typing import Any, Awaitable, Callable
 from suites.agent.base import INVALID_KINDS
 from suites.agent.scenarios import Scenario, builtin_suite, content_hash, load_scenario_file
 from suites.agent.scenarios import SUITE_VERSION
-from verifier.agent_scoring import score_records
+from verifier.agent_scoring import ENDPOINT_ERROR_STOP, score_records
+from verifier.exchange_guard import failed_exchange, guarded
 from verifier.records import Exchange, ExchangeRecord, SuiteManifest
 from verifier.summary_model import EndpointSuiteResult
 
@@ -127,6 +130,20 @@ class AgentSuite:
     manifest: SuiteManifest
     cases: list[Scenario]
     options: AgentOptions = field(default_factory=AgentOptions)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def wire_safe(text: str | None, *, json_text: bool = False) -> str | None:
+    """Text the endpoint sent, made sendable again: a lone UTF-16 surrogate (which no UTF-8 request can carry) becomes
+    its ``\\uXXXX`` escape inside JSON text (the very same JSON value) and U+FFFD in plain text. Without this, one
+    such character in a reply made every later step of the trial fail before it was sent."""
+    if not text or not _LONE_SURROGATE.search(text):
+        return text
+    if json_text:
+        return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def canonical_action(name: str | None, arguments: str) -> str:
@@ -352,11 +369,33 @@ class AgentKind:
     async def run(self, suite: AgentSuite, ctx: Any) -> None:
         opts = self._options(suite, ctx)
         plans = self._plan(suite, ctx, opts)
+        eps = self._endpoints(ctx)  # --resume: steps already recorded count in this run's progress
+        ctx.progress.advance_resumed(r for r in ctx.store.read(kind="agent_step", suite=suite.manifest.name)
+                                     if r.endpoint in eps)
         learned: dict[str, int] = {}  # endpoint -> prompt window learnt from its context-length errors
-        await asyncio.gather(*(self._run_trial(suite, ctx, opts, p, learned) for p in plans))
+        await asyncio.gather(*(self._guarded_trial(suite, ctx, opts, p, learned) for p in plans))
+
+    async def _guarded_trial(self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan,
+                             learned: dict[str, int]) -> None:
+        """One trial; an exception out of it ends that trial with a classified record, never the suite."""
+        steps: list[int] = []
+        try:
+            await self._run_trial(suite, ctx, opts, plan, learned, steps)
+        except Exception as e:  # noqa: BLE001 - one trial's failure is a record, not a dead suite
+            step = (steps[-1] + 1) if steps else 0
+            ex = failed_exchange(e, {"scenario": plan.scenario.id, "step": step})
+            ctx.store.append(ExchangeRecord(
+                **ex.model_dump(), kind="agent_step", suite=suite.manifest.name, case_id=plan.scenario.id,
+                repeat=plan.trial, endpoint=plan.endpoint, step=step,
+                variant=None if plan.attempt == 0 else f"attempt{plan.attempt}",
+                extra={"attempt": plan.attempt, "env": plan.scenario.env, "horizon": plan.scenario.horizon,
+                       "n_calls": 0, "n_invalid": 0, "calls": [], "actions": [], "stop_reason": ENDPOINT_ERROR_STOP,
+                       "success": False}))
+            ctx.progress.advance(1, error=True)
 
     async def _run_trial(
-        self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan, learned: dict[str, int]
+        self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan, learned: dict[str, int],
+        steps_written: list[int] | None = None,
     ) -> None:
         scenario = plan.scenario
         client = ctx.clients[plan.endpoint]
@@ -368,8 +407,12 @@ class AgentKind:
         # a window learnt from this endpoint's context error applies to its later trials too (not to others)
         window = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
         request = {"tools": tools, "temperature": opts.temperature, "max_tokens": opts.max_tokens}
+
+        def chat(body: dict[str, Any]) -> Awaitable[Exchange]:
+            return guarded(client.chat(body), body, stream=bool(client.config.stream))
+
         for step in range(scenario.step_budget):
-            sent = await send_step(conv, client.chat, request, window=window, max_tokens=opts.max_tokens,
+            sent = await send_step(conv, chat, request, window=window, max_tokens=opts.max_tokens,
                                    trim_on_error=opts.on_context_error == "trim")
             ex, window = sent.exchange, sent.window
             if sent.context_retries:
@@ -382,7 +425,7 @@ class AgentKind:
                 extra.update(context_retries=sent.context_retries, context_error=sent.context_error)
             stop: str | None = None
             if not ex.ok:
-                stop = "context_limit" if is_context_error(ex) else "endpoint_error"
+                stop = "context_limit" if is_context_error(ex) else ENDPOINT_ERROR_STOP
                 extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
             else:
                 conv.calibrate(ex.usage.prompt_tokens, sent.sent_chars)
@@ -403,9 +446,12 @@ class AgentKind:
                         calls.append({"name": tc.name, "valid": outcome.valid, "error_kind": outcome.error_kind})
                         actions.append(canonical_action(tc.name, tc.arguments))
                         turn.append({"id": call_id, "type": "function",
-                                     "function": {"name": tc.name or "", "arguments": tc.arguments}})
-                        tool_msgs.append({"role": "tool", "tool_call_id": call_id, "content": outcome.result_text})
-                    conv.add_turn([{"role": "assistant", "content": ex.content, "tool_calls": turn}, *tool_msgs])
+                                     "function": {"name": wire_safe(tc.name) or "",
+                                                  "arguments": wire_safe(tc.arguments, json_text=True)}})
+                        tool_msgs.append({"role": "tool", "tool_call_id": call_id,
+                                          "content": wire_safe(outcome.result_text)})
+                    conv.add_turn([{"role": "assistant", "content": wire_safe(ex.content), "tool_calls": turn},
+                                   *tool_msgs])
                     n_invalid = sum(1 for c in calls if c["error_kind"] in INVALID_KINDS)
                     first_error = next((c["error_kind"] for c in calls if c["error_kind"]), None)
                     extra.update(n_calls=len(calls), n_invalid=n_invalid, valid=n_invalid == 0,
@@ -427,6 +473,8 @@ class AgentKind:
                 variant=None if plan.attempt == 0 else f"attempt{plan.attempt}", extra=extra,
             )
             ctx.store.append(record)
+            if steps_written is not None:
+                steps_written.append(step)
             ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
             if stop is not None:
                 return

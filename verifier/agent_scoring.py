@@ -18,6 +18,11 @@ function of trials. Metric names follow docs/CONTRACTS.md:
 
 Comparisons with the reference pair trials by (scenario, trial) and use standard errors clustered by scenario
 (``stats.cluster_robust_diff``), because trials and steps of one scenario are not independent.
+
+Provider faults are not model failures: a trial that ended because a request failed at the endpoint after all
+retries (``stop_reason == "endpoint_error"``) says nothing about the model, so it is reported as an endpoint error
+(``endpoint_error_trials`` and the ``endpoint_error_rate`` metric, n = finished trials) and kept out of task
+success, pass^k, step validity, survival and divergence; comparisons use only trials both endpoints completed.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from verifier.summary_model import Comparison, Disagreement, EndpointSuiteResult
 #: step-index bins for the validity-by-step chart when trajectories are long (bin = [edge_i, edge_{i+1}))
 LOG_BIN_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 MAX_DISAGREEMENTS = 25
+#: the runner's stop reason for a trial ended by a request that failed at the endpoint after retries
+ENDPOINT_ERROR_STOP = "endpoint_error"
 
 
 @dataclass
@@ -72,6 +79,11 @@ class Trial:
     @property
     def finished(self) -> bool:
         return self.stop_reason is not None
+
+    @property
+    def endpoint_failed(self) -> bool:
+        """Ended by a request that failed at the provider after all retries: not a verdict on the model."""
+        return self.stop_reason == ENDPOINT_ERROR_STOP
 
     def tool_steps(self) -> list[Step]:
         return [s for s in self.steps if s.calls > 0]
@@ -289,6 +301,8 @@ def divergence(ref: Trial, cand: Trial) -> tuple[int, bool, str | None, str | No
 def _counts(trials: Sequence[Trial], all_trials: Sequence[Trial], interrupted: int) -> dict[str, int]:
     c: dict[str, int] = defaultdict(int)
     c["trials"] = len(trials)
+    c["endpoint_error_trials"] = sum(1 for t in trials if t.endpoint_failed)
+    c["scored_trials"] = len(trials) - c["endpoint_error_trials"]
     c["unfinished_trials"] = sum(1 for t in all_trials if not t.finished)
     c["interrupted_attempts"] = interrupted
     for t in trials:
@@ -336,10 +350,12 @@ def score_endpoint(
     interrupted: int = 0,
 ) -> EndpointSuiteResult:
     """All agent metrics, series, comparisons and disagreements for one endpoint."""
-    done = [t for t in trials if t.finished]
+    finished = [t for t in trials if t.finished]
+    done = [t for t in finished if not t.endpoint_failed]  # what the model did: provider faults left out
     result = EndpointSuiteResult(endpoint=endpoint, suite=suite, kind="agent", is_reference=is_reference)
-    result.counts = _counts(done, trials, interrupted)
+    result.counts = _counts(finished, trials, interrupted)
     result.metrics["task_success"] = stats.rate([t.success for t in done])
+    result.metrics["endpoint_error_rate"] = stats.rate([t.endpoint_failed for t in finished])
 
     per_scenario: dict[str, list[bool]] = defaultdict(list)
     for t in done:
@@ -372,10 +388,12 @@ def score_endpoint(
     result.notes.append(
         f"pass^k: tau-bench unbiased estimator C(c,k)/C(n,k) averaged over {len(per_scenario)} scenarios."
     )
-    if result.counts.get("stop:endpoint_error"):
+    if result.counts.get("endpoint_error_trials"):
         result.notes.append(
-            f"{result.counts['stop:endpoint_error']} trial(s) ended on a request that failed after retries; "
-            "they count as failed tasks (a long run dies on one failed request)."
+            f"{result.counts['endpoint_error_trials']} of {result.counts['trials']} trial(s) ended on a request that "
+            "failed at the endpoint after all retries: reported as endpoint errors (endpoint_error_rate), not as "
+            f"failed tasks; task success, pass^k, step validity and divergence use the other "
+            f"{result.counts['scored_trials']}."
         )
     if result.counts.get("trimmed_trials"):
         # why: a trimmed agent no longer sees its early turns, so two endpoints with different context lengths
@@ -390,7 +408,15 @@ def score_endpoint(
         result.notes.append(f"{result.counts['unfinished_trials']} trial(s) never finished and are not scored.")
 
     if not is_reference and reference_trials is not None:
-        _compare(result, done, [t for t in reference_trials if t.finished])
+        ref_done = [t for t in reference_trials if t.finished and not t.endpoint_failed]
+        failed_ref = frozenset((t.scenario, t.trial) for t in reference_trials if t.finished and t.endpoint_failed)
+        _compare(result, done, ref_done, failed_ref)
+        ref_failed = sum(1 for t in reference_trials if t.finished and t.endpoint_failed)
+        if result.counts.get("endpoint_error_trials") or ref_failed:
+            result.notes.append(
+                "comparisons with the reference use only trials both endpoints completed without an endpoint error "
+                f"(reference endpoint errors: {ref_failed}, this endpoint's: {result.counts.get('endpoint_error_trials', 0)})."
+            )
     return result
 
 
@@ -405,15 +431,20 @@ def _cluster_p(iv: Interval, n_clusters: int) -> float | None:
     return float(2 * sst.t.sf(abs(iv.value) / se, df=n_clusters - 1))
 
 
-def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[Trial]) -> None:
-    """Divergence from the reference trajectory and clustered differences on paired trials."""
+def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[Trial],
+             failed_ref: frozenset[tuple[str, int]] = frozenset()) -> None:
+    """Divergence from the reference trajectory and clustered differences on paired trials.
+    ``failed_ref``: (scenario, trial) of reference trials that ended on an endpoint error."""
     ref_by = {(t.scenario, t.trial): t for t in ref}
     ref_first = {}
     for t in sorted(ref, key=lambda t: t.trial):
         ref_first.setdefault(t.scenario, t)
     times, events, pairs = [], [], []
     for t in cand:
-        r = ref_by.get((t.scenario, t.trial)) or ref_first.get(t.scenario)
+        # the paired reference trial; another trial of the scenario only when this one does not exist at all
+        # (never when it ended on an endpoint error: that path says nothing about the model)
+        r = ref_by.get((t.scenario, t.trial)) or (ref_first.get(t.scenario) if (t.scenario, t.trial) not in failed_ref
+                                                   else None)
         if r is None:
             continue
         time, event, ref_step, cand_step = divergence(r, t)
@@ -458,16 +489,19 @@ def score_records(
     records: Iterable[ExchangeRecord], suite: str, reference: str, endpoints: Sequence[str]
 ) -> list[EndpointSuiteResult]:
     """Entry point used by the agent SuiteKind: one result per endpoint, reference first."""
+    records = [r for r in records if r.kind == "agent_step" and r.suite == suite]
     by_endpoint, interrupted = collect_trials(records, suite)
     ref_trials = by_endpoint.get(reference, [])
     ordered = [reference] + [e for e in endpoints if e != reference]
     out = []
     for name in ordered:
         trials = by_endpoint.get(name, [])
-        out.append(
-            score_endpoint(
-                name, suite, trials, is_reference=(name == reference),
-                reference_trials=ref_trials if name != reference else None, interrupted=interrupted.get(name, 0),
-            )
+        res = score_endpoint(
+            name, suite, trials, is_reference=(name == reference),
+            reference_trials=ref_trials if name != reference else None, interrupted=interrupted.get(name, 0),
         )
+        mine = [r for r in records if r.endpoint == name]  # every attempt's requests: they match records.jsonl
+        res.counts["requests"] = len(mine)
+        res.counts["request_errors"] = sum(1 for r in mine if not r.ok)
+        out.append(res)
     return out

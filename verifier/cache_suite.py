@@ -15,6 +15,10 @@ concurrently. Per endpoint:
 
 vLLM reports ``prompt_tokens_details.cached_tokens`` only when the server is started with
 ``--enable-prompt-tokens-details``; without it the field is absent and we say so.
+
+Turns left out of the hit rate are counted by why: ``excluded_after_failed_turn`` (the previous turn's request
+failed, so the cacheable prefix is unknown) and ``excluded_without_prompt_tokens`` (this or the previous answer's
+usage had no ``prompt_tokens``). ``requests`` and ``request_errors`` match records.jsonl.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verifier.exchange_guard import guarded
 from verifier.records import ExchangeRecord, Interval, SuiteManifest
 from verifier.summary_model import Comparison, EndpointSuiteResult, InputProblem, Series
 
@@ -113,13 +118,14 @@ class CacheRequest(BaseModel):
 def requests_from_records(records: list[ExchangeRecord], endpoint: str) -> tuple[list[CacheRequest], dict[str, int]]:
     """Counted requests (turn >= 1, both this and the previous turn answered with prompt_tokens) and counts."""
     by_session: dict[str, dict[int, ExchangeRecord]] = {}
-    counts = {"requests": 0, "errors": 0, "first_turns": 0, "no_prompt_tokens": 0}
+    counts = {"requests": 0, "request_errors": 0, "first_turns": 0, "excluded_after_failed_turn": 0,
+              "excluded_without_prompt_tokens": 0}
     for r in records:
         if r.kind != "cache" or r.endpoint != endpoint:
             continue
         counts["requests"] += 1
         if not r.ok:
-            counts["errors"] += 1
+            counts["request_errors"] += 1
             continue
         by_session.setdefault(r.case_id, {})[int(r.step or 0)] = r
     out: list[CacheRequest] = []
@@ -129,8 +135,11 @@ def requests_from_records(records: list[ExchangeRecord], endpoint: str) -> tuple
                 counts["first_turns"] += 1
                 continue
             prev = turns.get(t - 1)
-            if r.usage.prompt_tokens is None or prev is None or prev.usage.prompt_tokens is None:
-                counts["no_prompt_tokens"] += 1
+            if prev is None:
+                counts["excluded_after_failed_turn"] += 1
+                continue
+            if r.usage.prompt_tokens is None or prev.usage.prompt_tokens is None:
+                counts["excluded_without_prompt_tokens"] += 1
                 continue
             out.append(CacheRequest(session=sid, turn=t, prompt_tokens=r.usage.prompt_tokens,
                                     cached_tokens=r.usage.cached_tokens,
@@ -276,13 +285,15 @@ class CacheKind:
     async def run(self, suite: LoadedCacheSuite, ctx: Any) -> None:
         done = ctx.store.done_keys()
         name = suite.manifest.name
+        ctx.progress.advance_resumed(r for r in ctx.store.read(kind="cache", suite=name) if r.endpoint in ctx.endpoints)
 
         async def session(ep: str, s: Session) -> None:
             client = ctx.clients[ep]
             for t in range(len(s.turns)):  # in order: each turn extends the previous prompt
                 if (name, s.id, ep, 0, t, None) in done:
                     continue
-                ex = await client.chat({"messages": s.messages(t), "max_tokens": s.max_tokens, "temperature": 0})
+                body = {"messages": s.messages(t), "max_tokens": s.max_tokens, "temperature": 0}
+                ex = await guarded(client.chat(body), body, stream=bool(client.config.stream))
                 rec = ExchangeRecord(**ex.model_dump(), kind="cache", suite=name, case_id=s.id, endpoint=ep, step=t,
                                      extra={"group": s.group})
                 ctx.store.append(rec)

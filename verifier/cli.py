@@ -154,8 +154,10 @@ def _print_summary(outcome: Any) -> None:
     _out.print(f"run folder: {outcome.run_dir}")
     prog = s.settings.get("progress") or {}
     if prog:
-        _out.print(f"exchanges this session: {prog.get('exchanges', 0)}, errors {prog.get('errors', 0)}, "
-                   f"retries {prog.get('retries', 0)}", markup=False)
+        resumed = prog.get("resumed") or 0
+        _out.print(f"exchanges in this run: {prog.get('exchanges', 0)}, errors {prog.get('errors', 0)}, "
+                   f"retries {prog.get('retries', 0)}" + (f" ({resumed} recorded before --resume)" if resumed else ""),
+                   markup=False)
     for r in s.results:
         shown = []
         for key in ("trigger_f1", "schema_accuracy", "forced_call_success", "task_success", "kl_mean", "cache_hit_rate",

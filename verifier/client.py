@@ -31,7 +31,15 @@ from httpx_sse import EventSource
 
 from pydantic import ValidationError
 
-from verifier.records import OPENAI_FINISH_REASONS, EndpointConfig, Exchange, Usage
+from verifier.records import EndpointConfig, Exchange
+from verifier.response_parse import (  # noqa: F401  (normalize_usage: re-exported for callers of the client)
+    _BrokenStream,
+    _exchange_defaults,
+    _from_completion,
+    _StreamAccumulator,
+    _usage_dict,
+    normalize_usage,
+)
 from verifier.transport import make_transport
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -47,10 +55,6 @@ class EndpointError(Exception):
         self.kind = kind
 
 
-class _BrokenStream(Exception):
-    """The SSE stream ended before ``data: [DONE]`` (or the connection dropped mid-stream)."""
-
-
 def canonical_json(body: Any) -> bytes:
     """Deterministic JSON bytes (sorted keys, no spaces): the basis of request hashes."""
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
@@ -58,67 +62,6 @@ def canonical_json(body: Any) -> bytes:
 
 def request_hash(body: dict) -> str:
     return hashlib.sha256(canonical_json(body)).hexdigest()
-
-
-def normalize_usage(usage: Any) -> Usage:
-    """Map the vendors' usage dialects onto :class:`Usage`; ``cached_tokens=None`` when caching is not reported."""
-    return Usage.model_validate(_usage_dict(usage))
-
-
-def _usage_dict(usage: Any) -> dict[str, Any]:
-    if not isinstance(usage, dict):
-        return {"prompt_tokens": None, "completion_tokens": None, "cached_tokens": None, "cached_field": None}
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    cached = None
-    cached_field = None
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        cached, cached_field = details["cached_tokens"], "prompt_tokens_details.cached_tokens"
-    elif isinstance(usage.get("prompt_cache_hit_tokens"), int):
-        cached, cached_field = usage["prompt_cache_hit_tokens"], "prompt_cache_hit_tokens"
-    elif isinstance(usage.get("cache_read_input_tokens"), int):
-        cached, cached_field = usage["cache_read_input_tokens"], "cache_read_input_tokens"
-    if prompt is None and isinstance(usage.get("input_tokens"), int):
-        # Anthropic counts cache reads/writes outside input_tokens; the prompt is their sum.
-        prompt = usage["input_tokens"] + int(usage.get("cache_read_input_tokens") or 0) + int(
-            usage.get("cache_creation_input_tokens") or 0)
-    if completion is None and isinstance(usage.get("output_tokens"), int):
-        completion = usage["output_tokens"]
-    return {"prompt_tokens": prompt if isinstance(prompt, int) else None,
-            "completion_tokens": completion if isinstance(completion, int) else None,
-            "cached_tokens": cached, "cached_field": cached_field}
-
-
-def _tool_call_issues(calls: list[dict[str, Any]]) -> list[str]:
-    issues = []
-    seen: set[str] = set()
-    for c in calls:
-        cid, idx = c["id"], c["index"]
-        if not c["name"]:
-            issues.append(f"tool_call_missing_name:{idx}")
-        if not cid:
-            issues.append(f"tool_call_missing_id:{idx}")
-            continue
-        if cid in seen:
-            issues.append(f"duplicate_tool_call_id:{cid[:64]}")
-        seen.add(cid)
-        if len(cid) > 256 or any(ch.isspace() for ch in cid):
-            issues.append(f"tool_call_id_format:{idx}")
-    return issues
-
-
-def _finish_issues(finish: str | None, calls: list[dict[str, Any]]) -> list[str]:
-    issues = []
-    if finish is None:
-        issues.append("missing_finish_reason")
-    elif finish not in OPENAI_FINISH_REASONS:
-        issues.append(f"unknown_finish_reason:{str(finish)[:40]}")
-    if finish == "tool_calls" and not calls:
-        issues.append("finish_tool_calls_without_calls")
-    if calls and finish not in (None, "tool_calls", "function_call"):
-        issues.append(f"tool_calls_with_finish_reason:{str(finish)[:40]}")
-    return issues
 
 
 def _parse_retry_after(value: str | None) -> float | None:
@@ -411,214 +354,6 @@ class _NoCookies(http.cookiejar.CookieJar):
         return None
 
 
-def _str_or_none(v: Any) -> str | None:
-    return v if isinstance(v, str) or v is None else str(v)
-
-
 def _sensitive(header: str) -> bool:
     h = header.lower()
     return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
-
-
-def _exchange_defaults(ex: dict) -> dict:
-    """Fill every Exchange field (explicitly, so the record on disk always has the full shape)."""
-    ex.setdefault("status", None)
-    ex.setdefault("error_class", None)
-    ex.setdefault("error_message", None)
-    ex.setdefault("ttft_s", None)
-    ex.setdefault("latency_s", None)
-    ex.setdefault("chunk_times_s", [])
-    ex.setdefault("response", None)
-    ex.setdefault("content", None)
-    ex.setdefault("reasoning_content", None)
-    ex.setdefault("finish_reason", None)
-    ex.setdefault("tool_calls", [])
-    if "usage" not in ex:
-        ex["usage"] = _usage_dict(None)
-    ex.setdefault("logprobs", None)
-    return ex
-
-
-def _from_completion(status: int, data: Any) -> dict:
-    """Pull the measured fields out of a non-streamed chat completion (tolerant: oddities become wire issues)."""
-    issues: list[str] = []
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-        return {"status": status, "response": data if isinstance(data, dict) else None,
-                "error_class": "malformed_response", "error_message": "completion has no choices",
-                "wire_issues": ["no_choices"]}
-    choice = data["choices"][0] if isinstance(data["choices"][0], dict) else {}
-    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    calls = []
-    for i, tc in enumerate(msg.get("tool_calls") or []):
-        if not isinstance(tc, dict):
-            issues.append("malformed_tool_call")
-            continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, str):
-            issues.append(f"tool_call_arguments_not_string:{i}")
-            args = json.dumps(args)
-        calls.append({"index": i, "id": _str_or_none(tc.get("id")), "type": _str_or_none(tc.get("type")),
-                      "name": _str_or_none(fn.get("name")), "arguments": args or ""})
-    finish = choice.get("finish_reason")
-    issues += _finish_issues(finish, calls) + _tool_call_issues(calls)
-    reasoning = msg.get("reasoning_content")
-    if reasoning is None:
-        reasoning = msg.get("reasoning")
-    lp = choice.get("logprobs")
-    content = msg.get("content")
-    if content is not None and not isinstance(content, str):
-        issues.append("content_not_string")
-        content = json.dumps(content, ensure_ascii=False)
-    lp_content = lp.get("content") if isinstance(lp, dict) else None
-    if lp_content is not None and not (isinstance(lp_content, list) and all(isinstance(x, dict) for x in lp_content)):
-        issues.append("malformed_logprobs")
-        lp_content = None
-    return {"status": status, "response": data, "content": content,
-            "reasoning_content": reasoning if isinstance(reasoning, str) else None,
-            "finish_reason": finish if isinstance(finish, str) or finish is None else str(finish),
-            "tool_calls": calls, "usage": _usage_dict(data.get("usage")),
-            "logprobs": lp_content, "wire_issues": issues}
-
-
-class _StreamAccumulator:
-    """Reassembles chat-completion chunks the way OpenAI streams them (content, reasoning, tool-call deltas)."""
-
-    def __init__(self) -> None:
-        self.done = False
-        self.events = 0
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish: str | None = None
-        self.usage: Any = None
-        self.logprobs: list | None = None
-        self.issues: list[str] = []
-        self.ttft: float | None = None
-        self.times: list[float] = []
-        self.meta: dict[str, Any] = {}
-        self.role: str | None = None
-
-    def feed(self, data: str, t: float) -> bool:
-        """Consume one SSE data payload; True at ``[DONE]``."""
-        if data == "[DONE]":
-            self.done = True
-            return True
-        self.events += 1
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            self.issues.append("malformed_chunk")
-            return False
-        if not isinstance(chunk, dict):
-            self.issues.append("malformed_chunk")
-            return False
-        if "error" in chunk and "choices" not in chunk:
-            err = chunk["error"]
-            raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
-        if not self.meta:
-            self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
-        if chunk.get("usage") is not None:
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices")
-        if not isinstance(choices, list):
-            self.issues.append("chunk_without_choices")
-            return False
-        for choice in choices:
-            if not isinstance(choice, dict):
-                self.issues.append("malformed_chunk")
-                continue
-            if choice.get("index", 0) != 0:
-                continue
-            self._delta(choice, t)
-        return False
-
-    def _delta(self, choice: dict, t: float) -> None:
-        delta = choice.get("delta")
-        if not isinstance(delta, dict):
-            delta = {}
-        seen_token = False
-        if delta.get("role") and self.role is None:
-            self.role = delta["role"]
-        c = delta.get("content")
-        if c:
-            if not isinstance(c, str):
-                self.issues.append("content_not_string")
-                c = json.dumps(c, ensure_ascii=False)
-            self.content.append(c)
-            seen_token = True
-        r = delta.get("reasoning_content")
-        if r is None:
-            r = delta.get("reasoning")
-        if isinstance(r, str) and r:
-            self.reasoning.append(r)
-            seen_token = True
-        for j, tc in enumerate(delta.get("tool_calls") or []):
-            if not isinstance(tc, dict):
-                self.issues.append("malformed_tool_call_delta")
-                continue
-            idx = tc.get("index")
-            if not isinstance(idx, int):
-                self.issues.append("tool_call_delta_without_index")
-                idx = j
-            acc = self.calls.get(idx)
-            if acc is None:
-                acc = self.calls[idx] = {"id": None, "type": None, "name": None, "arguments": []}
-            tid = _str_or_none(tc.get("id"))
-            if tid:
-                if acc["id"] is None:
-                    acc["id"] = tid
-                elif acc["id"] != tid:
-                    self.issues.append(f"tool_call_id_changed:{idx}")
-            if tc.get("type"):
-                acc["type"] = _str_or_none(tc["type"])
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-            name = _str_or_none(fn.get("name"))
-            if name:
-                if acc["name"] is None:
-                    acc["name"] = name
-                elif name == acc["name"]:
-                    self.issues.append(f"tool_call_name_repeated:{idx}")
-                else:
-                    acc["name"] += name
-            args = fn.get("arguments")
-            if args:
-                acc["arguments"].append(args if isinstance(args, str) else json.dumps(args))
-            seen_token = True
-        lp = choice.get("logprobs")
-        if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            if self.logprobs is None:
-                self.logprobs = []
-            self.logprobs.extend(x for x in lp["content"] if isinstance(x, dict))
-        if choice.get("finish_reason"):
-            fr = _str_or_none(choice["finish_reason"])
-            if self.finish is not None and self.finish != fr:
-                self.issues.append("finish_reason_changed")
-            self.finish = fr
-        if seen_token:
-            if self.ttft is None:
-                self.ttft = t
-            self.times.append(t)
-
-    def result(self, status: int) -> dict:
-        calls = [{"index": i, "id": a["id"], "type": a["type"] or "function", "name": a["name"],
-                  "arguments": "".join(a["arguments"])} for i, a in sorted(self.calls.items())]
-        content = "".join(self.content) if self.content else None
-        reasoning = "".join(self.reasoning) if self.reasoning else None
-        issues = self.issues + _finish_issues(self.finish, calls) + _tool_call_issues(calls)
-        if self.usage is None:
-            issues.append("stream_missing_usage")
-        msg: dict[str, Any] = {"role": self.role or "assistant", "content": content}
-        if calls:
-            msg["tool_calls"] = [{"id": c["id"], "type": c["type"], "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                 for c in calls]
-        if reasoning is not None:
-            msg["reasoning_content"] = reasoning
-        response = {**self.meta, "object": "chat.completion",
-                    "choices": [{"index": 0, "message": msg, "finish_reason": self.finish,
-                                 "logprobs": {"content": self.logprobs} if self.logprobs is not None else None}]}
-        if self.usage is not None:
-            response["usage"] = self.usage
-        return {"status": status, "response": response, "content": content, "reasoning_content": reasoning,
-                "finish_reason": self.finish, "tool_calls": calls, "usage": _usage_dict(self.usage),
-                "logprobs": self.logprobs, "wire_issues": issues, "ttft_s": self.ttft, "chunk_times_s": self.times}

@@ -7,7 +7,7 @@ decided here. The counters are kept even when nothing is drawn, so the runner ca
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
@@ -21,6 +21,8 @@ class Progress:
         self.done = 0
         self.errors = 0
         self.retries = 0
+        self.resumed = 0  # exchanges found on disk by --resume: counted in done/errors/retries, not in the rate
+        self._resumed_keys: set[tuple] = set()
         self._t0 = time.monotonic()
         self._console = console or Console(stderr=True)
         self._display = self._console.is_terminal if display is None else display
@@ -59,7 +61,7 @@ class Progress:
     @property
     def rate(self) -> float:
         dt = time.monotonic() - self._t0
-        return self.done / dt if dt > 0 else 0.0
+        return (self.done - self.resumed) / dt if dt > 0 else 0.0
 
     def advance(self, n: int = 1, error: bool = False, retried: int = 0) -> None:
         """Record ``n`` finished exchanges (``error`` if they failed, ``retried`` extra attempts they took)."""
@@ -67,6 +69,25 @@ class Progress:
         if error:
             self.errors += n
         self.retries += retried
+        if self._bar is not None:
+            self._refresh()
+
+    def advance_resumed(self, records: Iterable[Any]) -> None:
+        """Count exchanges an earlier, interrupted run already recorded (``--resume``), with their errors and
+        retries, so the run's final figures cover the whole run and not only its last part."""
+        n = errors = retries = 0
+        for r in records:
+            key = r.key()
+            if key in self._resumed_keys:
+                continue  # a kind that runs in passes (reference first) reports the same record once
+            self._resumed_keys.add(key)
+            n += 1
+            errors += not r.ok
+            retries += max(0, r.attempts - 1)
+        self.done += n
+        self.errors += errors
+        self.retries += retries
+        self.resumed += n
         if self._bar is not None:
             self._refresh()
 

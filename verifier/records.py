@@ -67,6 +67,8 @@ class Exchange(BaseModel):
     attempts: int = 1
     status: int | None = None  # final HTTP status; None when no response arrived
     error_class: str | None = None  # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    # ... and "malformed_response" (a 200 with no readable completion), "harness_error" (an exception while handling
+    # this exchange: recorded, the suite goes on), "probe_failed" (a logprob capability probe met provider faults)
     error_message: str | None = None
     retried_statuses: list[int] = Field(default_factory=list)  # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
     stream: bool = False

@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -61,7 +62,7 @@ class RecordStore:
     def append(self, record: ExchangeRecord) -> None:
         """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks."""
         key = record.key()
-        line = record.model_dump_json().encode() + b"\n"
+        line = record_line(record)
         with self._lock:
             if key in self._keys:
                 self.duplicates_dropped += 1
@@ -111,7 +112,7 @@ class RecordStore:
             if any(key in raw and value not in raw for key, value in needles):
                 continue
             try:
-                rec = ExchangeRecord.model_validate_json(raw)
+                rec = parse_record_line(raw)
             except ValueError as e:
                 raise StoreError(f"{self.path}:{lineno}: not a valid record ({_first_line(e)})") from None
             if (kind is None or rec.kind == kind) and (suite is None or rec.suite == suite):
@@ -285,6 +286,42 @@ def _read_holder(fd: int) -> str:
     if not isinstance(info, dict):
         return "holder not recorded yet"
     return f"pid {info.get('pid', '?')} on {info.get('host', '?')}, started {info.get('started_at', '?')}"
+def record_line(record: ExchangeRecord) -> bytes:
+    """One record as one JSON line. Text with a lone UTF-16 surrogate (a provider's ``"\\ud83d"`` alone) cannot be
+    UTF-8, so pydantic refuses it; such a record is written with ``\\uXXXX`` escapes (``ensure_ascii``), which JSON
+    allows and :func:`parse_record_line` reads back to the very same string: lossless, and resume never trips on it."""
+    try:
+        return record.model_dump_json().encode() + b"\n"
+    except ValueError:  # PydanticSerializationError: surrogates not allowed
+        return json.dumps(record.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+
+
+def parse_record_line(raw: bytes) -> ExchangeRecord:
+    """Inverse of :func:`record_line`; the fast pydantic path first, the stdlib one for escaped lone surrogates."""
+    try:
+        return ExchangeRecord.model_validate_json(raw)
+    except ValueError:
+        if b"\\ud" not in raw.lower():
+            raise
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    return ExchangeRecord.model_validate(data)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def display_json(model: BaseModel, *, indent: int | None = None) -> str:
+    """JSON of a model shown to people (summary, report inputs). Records keep a lone surrogate losslessly (see
+    :func:`record_line`); figures and excerpts derived from them show it as U+FFFD, because UTF-8 files, HTML and
+    databases cannot hold it and one odd character must not cost the run its summary."""
+    try:
+        return model.model_dump_json(indent=indent)
+    except ValueError:
+        text = json.dumps(model.model_dump(mode="json"), ensure_ascii=False, indent=indent)
+        return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _first_line(e: Exception) -> str:

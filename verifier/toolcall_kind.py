@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifier.exchange_guard import failed_exchange, guarded
 from verifier.records import ExchangeRecord
 from verifier.suite_format import LoadedSuite, content_hash, load_jsonl
 from verifier.summary_model import EndpointSuiteResult
@@ -126,8 +127,9 @@ class ToolcallKind:
         """Send every pending exchange; the clients enforce rate and concurrency limits."""
         todo = self._todo(suite, ctx)
         skipped = self.planned_exchanges(suite, ctx) - len(todo)
-        if skipped > 0:
-            ctx.progress.advance(skipped)  # already on disk from an earlier, interrupted run
+        if skipped > 0:  # already on disk from an earlier, interrupted run: count them with their errors/retries
+            ctx.progress.advance_resumed(r for r in ctx.store.read(kind="toolcall", suite=suite.manifest.name)
+                                         if r.endpoint in self._endpoints(ctx))
         await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
 
     async def _one(self, suite: ToolcallSuite, ctx: Any, endpoint: str, case: Any, repeat: int, variant: str | None) -> None:
@@ -135,17 +137,24 @@ class ToolcallKind:
             stream: bool | None = variant == "stream"
         else:
             stream = suite.stream_override if suite.stream_override is not None else case.stream
-        ex = await ctx.clients[endpoint].chat(case.body, stream=stream)
-        record = ExchangeRecord(
-            **ex.model_dump(), kind="toolcall", suite=suite.manifest.name, case_id=case.id, repeat=repeat,
-            endpoint=endpoint, variant=variant, extra={"n_tools": len(case.body.get("tools") or [])},
-        )
-        ctx.store.append(record)
+        ex = await guarded(ctx.clients[endpoint].chat(case.body, stream=stream), case.body, stream=bool(stream))
+        where: dict[str, Any] = {"kind": "toolcall", "suite": suite.manifest.name, "case_id": case.id, "repeat": repeat,
+                                 "endpoint": endpoint, "variant": variant,
+                                 "extra": {"n_tools": len(case.body.get("tools") or [])}}
+        try:
+            ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
+        except (ValueError, TypeError) as e:  # a reply the record cannot hold: keep the exchange, classified
+            ex = failed_exchange(e, case.body, stream=bool(stream))
+            ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
         ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
 
     def score(self, suite: ToolcallSuite, records: list[ExchangeRecord], reference: str,
               endpoints: list[str]) -> list[EndpointSuiteResult]:
         results = score_toolcall(suite.manifest.name, suite.cases, records, reference, endpoints)
+        for r in results:  # request and error counts that match records.jsonl line for line
+            mine = [x for x in records if x.endpoint == r.endpoint and x.kind == "toolcall"]
+            r.counts["requests"] = len(mine)
+            r.counts["request_errors"] = sum(1 for x in mine if not x.ok)
         skipped = sum(1 for p in suite.problems if p.action == "skipped")
         if skipped:
             for r in results:

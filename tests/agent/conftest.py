@@ -26,6 +26,11 @@ class CountingProgress:
         self.errors += int(error)
         self.retried += retried
 
+    def advance_resumed(self, records) -> None:
+        """Records an earlier run left on disk (--resume): counted like live ones."""
+        for r in records:
+            self.advance(1, error=not r.ok, retried=max(0, r.attempts - 1))
+
 
 async def open_context(stack: AsyncExitStack, run_dir: Path, base_url: str, endpoints: list[str],
                        options: dict[str, Any]) -> RunContext:

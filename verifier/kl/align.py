@@ -57,7 +57,7 @@ class Interner:
 
 
 def _key(token: Any, raw_bytes: Any) -> str:
-    if isinstance(raw_bytes, list) and raw_bytes and all(isinstance(b, int) for b in raw_bytes):
+    if isinstance(raw_bytes, list) and raw_bytes and all(isinstance(b, int) and 0 <= b < 256 for b in raw_bytes):
         try:
             return bytes(raw_bytes).decode("utf-8")
         except UnicodeDecodeError:
@@ -81,7 +81,11 @@ def _num(v: Any, where: str) -> float | None:
     if v is None:
         return None
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v) if math.isfinite(v) or v == -math.inf else None
+        try:
+            f = float(v)
+        except OverflowError:  # an integer too large for a float: no logprob at all
+            raise LogprobFormatError(f"{where}: logprob {str(v)[:20]}... is out of range") from None
+        return f if math.isfinite(f) or f == -math.inf else None
     raise LogprobFormatError(f"{where}: logprob {v!r} is not a number")
 
 
@@ -97,12 +101,19 @@ def parse_chat_logprobs(content: list[dict[str, Any]] | None) -> TokenTrack:
     """``choices[0].logprobs.content`` of a chat completion (``Exchange.logprobs``)."""
     if content is None:
         raise LogprobFormatError("logprobs.content is absent: the endpoint returned no logprobs")
+    if not isinstance(content, list):
+        raise LogprobFormatError("logprobs.content is not a list")
     out: list[Position] = []
     for i, e in enumerate(content):
         if not isinstance(e, dict) or "token" not in e:
             raise LogprobFormatError(f"logprobs.content[{i}] has no 'token'")
         top: dict[str, float] = {}
-        for j, t in enumerate(e.get("top_logprobs") or []):
+        alternatives = e.get("top_logprobs") or []
+        if not isinstance(alternatives, list):
+            raise LogprobFormatError(f"logprobs.content[{i}].top_logprobs is not a list")
+        for j, t in enumerate(alternatives):
+            if not isinstance(t, dict):
+                raise LogprobFormatError(f"logprobs.content[{i}].top_logprobs[{j}] is not an object")
             lp = _num(t.get("logprob"), f"logprobs.content[{i}].top_logprobs[{j}]")
             if lp is not None:
                 _merge(top, _key(t.get("token"), t.get("bytes")), lp)
@@ -117,10 +128,14 @@ def parse_legacy_logprobs(lp: dict[str, Any] | None) -> TokenTrack:
         raise LogprobFormatError("choices[0].logprobs.tokens is absent: the endpoint returned no legacy logprobs")
     toks, lps = lp["tokens"], lp.get("token_logprobs") or []
     tops = lp.get("top_logprobs") or []
+    if not isinstance(lps, list) or not isinstance(tops, list):
+        raise LogprobFormatError("choices[0].logprobs.token_logprobs / top_logprobs is not a list")
     out: list[Position] = []
     for i, tok in enumerate(toks):
         top: dict[str, float] = {}
         t = tops[i] if i < len(tops) else None
+        if t is not None and not isinstance(t, dict):
+            raise LogprobFormatError(f"logprobs.top_logprobs[{i}] is not a mapping of token -> logprob")
         for s, v in (t or {}).items():
             val = _num(v, f"logprobs.top_logprobs[{i}]")
             if val is not None:

@@ -2,6 +2,9 @@
 
 Works from ``records.jsonl`` alone (exact-distribution KL was computed at run time and stored in the
 candidate's record), so a finished run can be re-scored offline.
+
+Every result counts its requests and errors as records.jsonl holds them, and per path the cases planned,
+measured and lost to a failed request (on either side), so a failed request never makes its case vanish.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class PathData:
     methods: Counter = field(default_factory=Counter)
     misaligned: int = 0
     cases: int = 0
+    failed: int = 0  # cases not measured because a request failed (reference's or this endpoint's)
     first_divergence: dict[str, int | None] = field(default_factory=dict)
     topk_abs_err: dict[int, list[np.ndarray]] = field(default_factory=dict)
     topk_est: dict[int, list[np.ndarray]] = field(default_factory=dict)
@@ -66,8 +70,8 @@ class PathData:
 
 
 def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices") or [{}]
-    return choices[0] if isinstance(choices[0], dict) else {}
+    choices = (rec.response or {}).get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
 
 
 def _gen_track(rec: ExchangeRecord) -> TokenTrack:
@@ -87,12 +91,22 @@ def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: To
     data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower)
 
 
-def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str, ep: str) -> PathData:
+def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str, ep: str,
+            forced_on_reference: frozenset[str] = frozenset()) -> PathData:
+    """``forced_on_reference``: cases whose forced text is the reference's generation (no fixed continuation):
+    when that generation failed, the case is lost on this path too, and counted so."""
     from verifier.kl.suite import _forced_track
 
     data = PathData()
     for cid in case_ids:
+        ref_gen = recs.get((ref_ep, cid, "generate"))
+        if _case_error(recs, cid, ref_ep, ep) or (cid in forced_on_reference and ref_gen is not None and not ref_gen.ok):
+            data.failed += 1
+            continue
         ce = recs.get((ep, cid, "forced_exact"))
+        if ce is not None and not ce.ok:
+            data.failed += 1
+            continue
         if ce is not None and ce.ok and "kl" in ce.extra:
             x = ce.extra
             data.add(cid, "exact", np.asarray(x["kl"]), np.asarray(x["ref_token_lp"]), np.asarray(x["cand_token_lp"]),
@@ -107,7 +121,10 @@ def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
             continue
         for variant in ("forced_echo", "forced_vllm"):
             r, c = recs.get((ref_ep, cid, variant)), recs.get((ep, cid, variant))
-            if r is None or c is None or not (r.ok and c.ok):
+            if (r is not None and not r.ok) or (c is not None and not c.ok):
+                data.failed += 1
+                break
+            if r is None or c is None:
                 continue
             cont = r.extra.get("continuation", "")
             try:
@@ -125,7 +142,10 @@ def _decode(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
     data = PathData()
     for cid in case_ids:
         r, c = recs.get((ref_ep, cid, "generate")), recs.get((ep, cid, "generate"))
-        if r is None or c is None or not (r.ok and c.ok):
+        if _case_error(recs, cid, ref_ep, ep) or (r is not None and not r.ok) or (c is not None and not c.ok):
+            data.failed += 1
+            continue
+        if r is None or c is None:
             continue
         try:
             rt, ct = _gen_track(r), _gen_track(c)
@@ -137,9 +157,31 @@ def _decode(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
     return data
 
 
+def _case_error(recs: dict[tuple[str, str, str], ExchangeRecord], cid: str, ref_ep: str, ep: str) -> bool:
+    from verifier.kl.suite import CASE_ERROR
+
+    return (ref_ep, cid, CASE_ERROR) in recs or (ep, cid, CASE_ERROR) in recs
+
+
+def _probe_for(recs: dict[tuple[str, str, str], ExchangeRecord], ep: str) -> ProbeResult | None:
+    """The endpoint's clean probe; else its latest failed one (provider faults: support unknown)."""
+    from verifier.kl.suite import PROBE_FAILED
+
+    clean = [r for (e, _, v), r in recs.items() if e == ep and v == "probe" and "probe" in r.extra]
+    failed = sorted(((int(v[len(PROBE_FAILED):] or 0), r) for (e, _, v), r in recs.items()
+                     if e == ep and v.startswith(PROBE_FAILED) and "probe" in r.extra), key=lambda x: x[0])
+    if clean:
+        return ProbeResult.model_validate(clean[0].extra["probe"])
+    return ProbeResult.model_validate(failed[-1][1].extra["probe"]) if failed else None
+
+
 def _no_logprobs_note(probe: ProbeResult | None) -> str:
     if probe is None:
         return "no logprobs: the endpoint was not probed"
+    if probe.errors():
+        why = "; ".join(f"{m}: {e}" for m, e in probe.errors().items())
+        return ("logprobs not measured: the capability probe failed at the provider after retries (an endpoint "
+                f"error, not 'no logprobs'). {why}")
     why = "; ".join(f"{m}: {p.reason}" for m, p in probe.methods.items() if not p.supported and p.reason)
     return f"no logprobs: KL not measurable (not KL 0). {why}"
 
@@ -177,8 +219,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
     name = suite.manifest.name
     recs = {(r.endpoint, r.case_id, r.variant or ""): r for r in records if r.kind == "logprob"}
     case_ids = [c.id for c in suite.cases]
-    probes = {ep: ProbeResult.model_validate(r.extra["probe"]) for (ep, cid, v), r in recs.items()
-              if v == "probe" and "probe" in r.extra}
+    probes = {ep: p for ep in endpoints if (p := _probe_for(recs, ep)) is not None}
     try:
         from pathlib import Path
 
@@ -192,17 +233,34 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
     for ep in endpoints:
         probe = probes.get(ep)
         res = EndpointSuiteResult(endpoint=ep, suite=name, kind="logprob", is_reference=ep == reference)
+        mine = [r for r in records if r.kind == "logprob" and r.endpoint == ep and r.suite == name]
+        res.counts["requests"] = len(mine)  # records, as records.jsonl holds them (the probe is one record)
+        res.counts["request_errors"] = sum(1 for r in mine if not r.ok)
+        res.counts["cases_planned"] = len(case_ids)
         if probe is not None:
             res.extra["probe"] = {m: p.model_dump(exclude_none=True) for m, p in probe.methods.items()}
+            if probe.errors():
+                res.counts["probe_errors"] = len(probe.errors())
+                res.notes.append(_no_logprobs_note(probe) if not any(p.supported for p in probe.methods.values())
+                                 else "capability probe met provider faults for "
+                                 + ", ".join(sorted(probe.errors())) + ": those methods are unknown, not unsupported")
         if ep == reference:
             res.notes.append("reference: its greedy continuation is what every endpoint is forced on")
             results.append(res)
             continue
-        forced, decode = _forced(recs, case_ids, reference, ep), _decode(recs, case_ids, reference, ep)
+        on_ref = frozenset(c.id for c in suite.cases if getattr(c, "continuation", None) is None)
+        forced, decode = _forced(recs, case_ids, reference, ep, on_ref), _decode(recs, case_ids, reference, ep)
         paths = {"forced": forced, "decode": decode}
+        for path, data in paths.items():  # planned vs measured, per path: a failed request never hides its case
+            res.counts[f"{path}_cases_measured"] = data.cases
+            res.counts[f"{path}_cases_failed"] = data.failed
+            if data.failed:
+                res.notes.append(f"{path} path: {data.failed} of {len(case_ids)} case(s) not measured because a "
+                                 f"request failed (reference's or this endpoint's); measured {data.cases}.")
         have = {k: v for k, v in paths.items() if v.cases}
         if not have:
-            res.notes.append(_no_logprobs_note(probe))
+            if not (probe is not None and probe.errors() and not any(p.supported for p in probe.methods.values())):
+                res.notes.append(_no_logprobs_note(probe))
             results.append(res)
             continue
         # The decode path is the headline when measured: it is what generated tokens go through (a

@@ -17,6 +17,11 @@ Headline metrics (``kl_mean`` ...) come from the forced path when both sides sup
 the decode path; the other path's figures are kept with a ``decode_`` prefix. The method behind each
 figure is in ``extra["method"]`` / ``extra["paths"]``. An endpoint without logprobs gets no KL metrics
 and a note saying so (never KL 0).
+
+Provider faults never vanish: a failed request is a record (counted, planned vs measured, in the result), an
+odd 200 body (a distributions reply without ``shape``) is a ``malformed_response`` record, an exception while
+measuring one case is a ``harness_error`` record for that case, and a probe that met a provider fault is
+recorded as an error (variant ``probe_failed<N>``) and probed afresh on ``--resume``.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from verifier.kl.align import (Aligned, Interner, LogprobFormatError, TokenTrack
 from verifier.kl.estimator import TopK, exact_kl, topk_from_full, topk_kl
 from verifier.kl.probe import ProbeResult, probe_endpoint
 from verifier.kl.stats import KLStats, kl_cdf_series, kl_statistics
-from verifier.records import ExchangeRecord, Interval, SuiteManifest
+from verifier.exchange_guard import failed_exchange, one_line
+from verifier.records import Exchange, ExchangeRecord, Interval, SuiteManifest
 from verifier.summary_model import InputProblem
 from verifier.summary_model import EndpointSuiteResult, Series
 
@@ -49,6 +55,8 @@ BUILTIN_SUITES = {
 TOP_K = 20
 EXACT_KS = (5, 10, 20)
 PROBE_CASE = "_probe"
+PROBE_FAILED = "probe_failed"  # variant prefix of a probe that met provider faults (never reused on resume)
+CASE_ERROR = "case_error"  # variant of the record left by an exception while measuring one case
 
 
 class LogprobCase(BaseModel):
@@ -118,8 +126,8 @@ def _manifest(name: str, cases: list[LogprobCase], source: str, skipped: int) ->
 # ---------------------------------------------------------------------------------------------------------------
 
 def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices") or [{}]
-    return choices[0] if isinstance(choices[0], dict) else {}
+    choices = (rec.response or {}).get("choices")
+    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
 
 
 def _generation_track(rec: ExchangeRecord) -> TokenTrack:
@@ -149,9 +157,35 @@ def _forced_track(rec: ExchangeRecord, continuation: str) -> tuple[TokenTrack, i
 # the kind
 # ---------------------------------------------------------------------------------------------------------------
 
-def _b64_rows(data: dict[str, Any]) -> np.ndarray:
-    rows, vocab = data["shape"]
-    return np.frombuffer(base64.b64decode(data["logprobs_b64"]), dtype="<f4").reshape(rows, vocab)
+class DistributionsReplyError(ValueError):
+    """A 200 distributions reply without the promised fields: a provider fault, recorded as malformed_response."""
+
+
+def _b64_rows(data: Any) -> np.ndarray:
+    """The ``[rows, vocab]`` float32 log-probabilities of a ``/x/distributions`` reply (checked, never KeyError)."""
+    if not isinstance(data, dict):
+        raise DistributionsReplyError("distributions reply is not an object")
+    shape = data.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(x, int) and x >= 0 for x in shape)):
+        raise DistributionsReplyError(f"distributions reply: 'shape' missing or not [rows, vocab] (got {str(shape)[:40]})")
+    try:
+        raw = base64.b64decode(data.get("logprobs_b64") or "", validate=True)
+        return np.frombuffer(raw, dtype="<f4").reshape(shape[0], shape[1])
+    except (ValueError, TypeError) as e:
+        raise DistributionsReplyError(f"distributions reply: logprobs_b64 does not hold {shape}: {one_line(e)}") from None
+
+
+def _token_ids(data: Any) -> list[int]:
+    ids = data.get("token_ids") if isinstance(data, dict) else None
+    if not (isinstance(ids, list) and all(isinstance(x, int) for x in ids)):
+        raise DistributionsReplyError("distributions reply: 'token_ids' missing or not a list of integers")
+    return ids
+
+
+def _malformed(ex: Exchange, e: Exception) -> Exchange:
+    """The exchange, classified: its 200 body did not have the shape the measurement needs."""
+    return ex.model_copy(update={"error_class": "malformed_response", "error_message": one_line(e),
+                                 "response": None})
 
 
 class LogprobKind:
@@ -160,6 +194,8 @@ class LogprobKind:
 
     def __init__(self) -> None:
         self._index: dict[tuple, ExchangeRecord] = {}
+        # per record store: keys appended by this process, so a later pass does not count them as resumed
+        self._live: dict[tuple[str, int], set[tuple]] = {}
 
     # loading -----------------------------------------------------------------------------------------------
     def load(self, ref: str, options: dict) -> LoadedLogprobSuite:
@@ -188,17 +224,33 @@ class LogprobKind:
         name = suite.manifest.name
         top_k = int(ctx.options.get("top_logprobs", TOP_K))
         # one read of what is already on disk (resume, or the reference pass), kept up to date on append
-        self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in ctx.store.read(suite=name)}
+        on_disk = ctx.store.read(suite=name)
+        self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in on_disk}
+        # --resume: what an earlier run recorded counts in this run's progress (once: this kind runs in passes)
+        live = self._live.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set())
+        ctx.progress.advance_resumed(r for r in on_disk if r.kind == "logprob" and r.key() not in live
+                                     and r.endpoint in ctx.endpoints)
         for ep in ctx.endpoints:
             probe = await self._probe(name, ep, ctx)
             is_ref = ep == ctx.reference
-            await asyncio.gather(*(self._run_case(name, case, ep, is_ref, probe, top_k, ctx) for case in suite.cases))
+            await asyncio.gather(*(self._guarded_case(name, case, ep, is_ref, probe, top_k, ctx)
+                                   for case in suite.cases))
+
+    async def _guarded_case(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, probe: ProbeResult,
+                            top_k: int, ctx: Any) -> None:
+        """One case on one endpoint; an exception becomes that case's error record, never the suite's end."""
+        try:
+            await self._run_case(suite, case, ep, is_ref, probe, top_k, ctx)
+        except Exception as e:  # noqa: BLE001 - one case's failure is a record, not a lost suite
+            self._append(ctx, failed_exchange(e, {"case": case.id, "endpoint": ep}), suite=suite, case_id=case.id,
+                         endpoint=ep, variant=CASE_ERROR, extra={"method": "error"})
 
     def _append(self, ctx: Any, ex: Any, *, suite: str, case_id: str, endpoint: str, variant: str,
                 extra: dict[str, Any]) -> ExchangeRecord:
         rec = ExchangeRecord(**ex.model_dump(), kind="logprob", suite=suite, case_id=case_id, endpoint=endpoint,
                              variant=variant, extra=extra)
         ctx.store.append(rec)
+        self._live.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set()).add(rec.key())
         self._index[(suite, case_id, endpoint, variant)] = rec
         ctx.progress.advance(error=not rec.ok, retried=max(0, rec.attempts - 1))
         return rec
@@ -208,13 +260,19 @@ class LogprobKind:
 
     async def _probe(self, suite: str, ep: str, ctx: Any) -> ProbeResult:
         old = self._find(ctx, suite, PROBE_CASE, ep, "probe")
-        if old is not None:
+        if old is not None:  # only a probe that met no provider fault is ever reused
             return ProbeResult.model_validate(old.extra["probe"])
         res = await probe_endpoint(ep, ctx.clients[ep])
-        from verifier.records import Exchange
-
-        ex = Exchange(request_hash=hashlib.sha256(f"probe:{ep}".encode()).hexdigest(), status=200)
-        self._append(ctx, ex, suite=suite, case_id=PROBE_CASE, endpoint=ep, variant="probe",
+        rhash = hashlib.sha256(f"probe:{ep}".encode()).hexdigest()
+        errors = res.errors()
+        if not errors:
+            self._append(ctx, Exchange(request_hash=rhash, status=200), suite=suite, case_id=PROBE_CASE, endpoint=ep,
+                         variant="probe", extra={"probe": res.model_dump()})
+            return res
+        n = 1 + sum(1 for k in self._index if k[:3] == (suite, PROBE_CASE, ep) and str(k[3]).startswith(PROBE_FAILED))
+        msg = "logprob probe failed at the provider: " + "; ".join(f"{m}: {e}" for m, e in sorted(errors.items()))
+        ex = Exchange(request_hash=rhash, status=None, error_class="probe_failed", error_message=msg[:500])
+        self._append(ctx, ex, suite=suite, case_id=PROBE_CASE, endpoint=ep, variant=f"{PROBE_FAILED}{n}",
                      extra={"probe": res.model_dump()})
         return res
 
@@ -301,23 +359,32 @@ class LogprobKind:
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
                                                                          "start": 1})
-            if head is None:
+            if head is None or not ex0.ok:
                 self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
                 return
             status, data, ex = await client.post_json("/x/distributions", {"prompt": text, "prompt_token_ids": None,
                                                                              "start": 1})
-            if data is None:
+            if data is None or not ex.ok:
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
                 return
-            ids = list(data["token_ids"])
-            p_ids = list(head["token_ids"])
+            try:
+                ids = _token_ids(data)
+                p_ids = _token_ids(head)
+                full = _b64_rows(data)
+                vocab = data.get("vocab_size")
+                if not isinstance(vocab, int):
+                    raise DistributionsReplyError("distributions reply: 'vocab_size' missing or not an integer")
+            except DistributionsReplyError as e:
+                self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact",
+                             extra=extra)
+                return
             start = 0
             while start < min(len(ids), len(p_ids)) and ids[start] == p_ids[start]:
                 start += 1
             start = max(1, start)
-            rows = _b64_rows(data)[start - 1:]  # with start 1, row r predicts token r + 1: keep predictions of ids[start:]
+            rows = full[start - 1:]  # with start 1, row r predicts token r + 1: keep predictions of ids[start:]
             np.savez_compressed(ref_file, logprobs=rows, token_ids=np.asarray(ids), start=start)
-            extra.update(start=start, n_tokens=len(ids), vocab_size=int(data["vocab_size"]))
+            extra.update(start=start, n_tokens=len(ids), vocab_size=vocab)
             ex.response = {"omitted": "full distributions stored in kl_exact/"}
             self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
             return
@@ -327,8 +394,13 @@ class LogprobKind:
         ids, start, ref_rows = saved["token_ids"].tolist(), int(saved["start"]), saved["logprobs"].astype(np.float64)
         status, data, ex = await client.post_json("/x/distributions", {"prompt": None, "prompt_token_ids": ids,
                                                                          "start": start})
-        if data is not None:
-            cand_rows = _b64_rows(data).astype(np.float64)
+        cand_rows = None
+        if data is not None and ex.ok:
+            try:
+                cand_rows = _b64_rows(data).astype(np.float64)
+            except DistributionsReplyError as e:
+                ex = _malformed(ex, e)
+        if cand_rows is not None:
             if cand_rows.shape != ref_rows.shape:
                 extra["error"] = f"shape {list(cand_rows.shape)} != reference {list(ref_rows.shape)}"
             else:

@@ -72,6 +72,7 @@ class Reply:
     stream_usage: bool = True  # stream: send the usage chunk when the client asked for it
     send_done: bool = True  # stream: end with ``data: [DONE]`` (False: the body ends cleanly without it)
     argument_pieces: int = 3  # stream: split each tool call's arguments into this many deltas
+    raw_events: list[str] | None = None  # stream: send these SSE data payloads verbatim (hostile streams), then [DONE]
     model: str | None = None
 
     @classmethod
@@ -307,7 +308,10 @@ class FaultInjector:
     ``rates`` keys: ``"429"`` (with Retry-After = ``retry_after``), ``"500"``, ``"truncate"`` (streams only:
     connection dropped after two events), ``"malformed_args"`` (argument JSON cut in half), ``"schema_violation"``
     (required arguments removed, or a property given the wrong type). At most one fault per attempt, tried in
-    that order. Transport faults (429/500/truncate) apply to first attempts only unless ``every_attempt``, so a
+    that order. Per-request faults, the same on every attempt (so no retry gets through): ``"permanent_500"``,
+    ``"hostile_body"`` (a 200 whose JSON body or SSE data lines have shapes no parser foresaw, see
+    :data:`HOSTILE_BODIES` and :data:`HOSTILE_STREAMS`) and ``"lone_surrogate"`` (content or arguments carrying a
+    lone UTF-16 surrogate, and a non-BMP character split across two deltas). Transport faults (429/500/truncate) apply to first attempts only unless ``every_attempt``, so a
     retrying client always gets through and totals are exact. Content faults are decided per request (every
     attempt of a request gets the same one). ``injected`` counts what was injected: transport faults per attempt,
     content faults per request.
@@ -337,6 +341,15 @@ class FaultInjector:
 
     def __call__(self, body: dict, ctx: RequestContext) -> Reply:
         key = ctx.body_hash
+        if self.draw(key, 0, "permanent_500"):
+            self._count("permanent_500", key, once_per_request=True)
+            return Reply.error(500, "server error (injected, permanent)", type_="server_error")
+        if self.draw(key, 0, "hostile_body"):
+            self._count("hostile_body", key, once_per_request=True)
+            pick = random.Random(f"{self.seed}|{key}|hostile").randrange(len(HOSTILE_BODIES))
+            if body.get("stream"):
+                return Reply(raw_events=HOSTILE_STREAMS[pick % len(HOSTILE_STREAMS)])
+            return Reply(body=HOSTILE_BODIES[pick])
         transport_ok = self.every_attempt or ctx.attempt == 1
         if transport_ok and self.draw(key, ctx.attempt, "429"):
             self._count("429", key)
@@ -353,12 +366,45 @@ class FaultInjector:
             for tc in reply.tool_calls:
                 a = tc["arguments"] if isinstance(tc["arguments"], str) else json.dumps(tc["arguments"])
                 tc["arguments"] = a[: max(1, len(a) // 2)]
+        elif self.draw(key, 0, "lone_surrogate"):
+            self._count("lone_surrogate", key, once_per_request=True)
+            if reply.tool_calls:  # "\ud83d\ude00" once the JSON is read: a pair the stream splits in two deltas
+                # 15 characters in two deltas of 8 and 7: the pair is cut between its halves, as JS/Java servers do
+                reply.tool_calls = [{**tc, "arguments": '{"n": "\ud83d\ude00 \ud83dxx"}'} for tc in reply.tool_calls]
+                reply.argument_pieces = 2
+            else:
+                reply.content = (reply.content or "") + " \ud83d"
         elif reply.tool_calls and self.draw(key, 0, "schema_violation"):
             self._count("schema_violation", key, once_per_request=True)
             tools = {t.get("function", {}).get("name"): t.get("function", {}) for t in body.get("tools") or []}
             for tc in reply.tool_calls:
                 tc["arguments"] = _violate((tools.get(tc["name"]) or {}).get("parameters") or {}, tc["arguments"])
         return reply
+
+
+#: 200 bodies with shapes a parser must survive: each must end as a classified record or a scored one, never a crash.
+HOSTILE_BODIES: list[Any] = [
+    {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": 7}, "finish_reason": {}}]},
+    {"choices": ["not a choice"]},
+    {"choices": {"0": {"message": {}}}},
+    {"choices": [{"message": {"tool_calls": [{"function": {"name": {"n": 1}, "arguments": {"a": [1]}}, "id": 5}]},
+                  "finish_reason": ["tool_calls"]}], "usage": {"input_tokens": 3, "cache_read_input_tokens": "many"}},
+    [1, 2, 3],
+    "just a string",
+    {"choices": [{"message": {"content": {"nested": True}, "reasoning": 3}, "logprobs": {"content": "x"},
+                  "finish_reason": 0}]},
+    {"error": None, "choices": []},
+]
+
+#: SSE data payload lists sent verbatim on a 200 stream (then ``[DONE]``).
+HOSTILE_STREAMS: list[list[str]] = [
+    ["{not json", "oops", "[1, 2]", "null"],
+    ['{"choices": [{"index": 0, "delta": {"tool_calls": 7}, "finish_reason": {}}]}'],
+    ['{"choices": "nope"}', '{"choices": [5, "x"]}'],
+    ['{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": -4, "function": {"name": [1], "arguments": {"a": 1}}}]}}]}',
+     '{"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": "ten"}}'],
+    ["[" * 3000],
+]
 
 
 def _violate(schema: dict, args: Any) -> dict:
@@ -548,7 +594,7 @@ class ScriptedServer:
         hdr = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream", "Cache-Control: no-cache",
                "Transfer-Encoding: chunked"] + [f"{k}: {v}" for k, v in reply.headers.items()]
         writer.write(("\r\n".join(hdr) + "\r\n\r\n").encode("latin-1"))
-        events = stream_events(reply, body, rid)
+        events = reply.raw_events if reply.raw_events is not None else stream_events(reply, body, rid)
         for i, ev in enumerate(events):
             if reply.truncate_after_chunks is not None and i >= reply.truncate_after_chunks:
                 await writer.drain()
