@@ -87,12 +87,16 @@ class _TranslatedStream(httpx.AsyncByteStream):
                 yield chunk
         except (aiohttp.ClientError, httpx.TransportError) as e:
             raise translate(e) from None
+        except Exception as e:  # noqa: BLE001 - see LibraryTransport.handle_async_request
+            raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
 
     async def aclose(self) -> None:
         try:
             await self._inner.aclose()
         except (aiohttp.ClientError, httpx.TransportError) as e:
             raise translate(e) from None
+        except Exception as e:  # noqa: BLE001 - see LibraryTransport.handle_async_request
+            raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
 
 
 class LibraryTransport(AiohttpTransport):
@@ -109,10 +113,16 @@ class LibraryTransport(AiohttpTransport):
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.userinfo:
+            # httpx already turned URL userinfo into an Authorization header; aiohttp would do it again and
+            # refuse the pair (ValueError), so it gets the URL without it
+            request.url = request.url.copy_with(username=None, password=None)
         try:
             response = await super().handle_async_request(request)
         except (aiohttp.ClientError, httpx.TransportError) as e:
             raise translate(e) from None
+        except Exception as e:  # noqa: BLE001 - anything else aiohttp raises is still a failed exchange
+            raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
         response.stream = _TranslatedStream(typing.cast(httpx.AsyncByteStream, response.stream))
         return response
 
