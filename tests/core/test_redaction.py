@@ -96,3 +96,16 @@ def test_log_records_are_redacted(caplog):
     redaction.register("LogSecret-5566")
     logging.getLogger("h1-test").error("provider said %s", "LogSecret-5566")
     assert "LogSecret-5566" not in caplog.text and "provider said ***" in caplog.text
+
+
+def test_bad_url_errors_are_one_line_without_credentials():
+    from verifier.endpoints import EndpointConfigError, from_flags
+
+    for url in ("http://carol:Cr3dentialPw@[::1", "ftp://carol:Cr3dentialPw@host/v1"):
+        try:
+            from_flags(f"ref={url}", [])
+        except EndpointConfigError as e:
+            msg = str(e)
+        else:
+            raise AssertionError(f"{url} was accepted")
+        assert "\n" not in msg and "Cr3dentialPw" not in msg and "<redacted>@" in msg, msg
