@@ -17,8 +17,8 @@ What the pool honours: ``httpx.Limits.max_connections`` (aiohttp's connector lim
 client bounds the write itself (see ``EndpointClient``). aiohttp never re-sends a POST on its own (it retries
 only idempotent methods on a stale keep-alive socket), so every POST on the wire is one counted attempt.
 
-When an HTTP proxy is configured in the environment for the endpoint's host, httpx's own transport is used
-(it reads the proxy variables; the aiohttp session is built without ``trust_env``).
+When an HTTP proxy is configured in the environment for the endpoint's host (loopback hosts excepted),
+httpx's own transport is used (it reads the proxy variables; the aiohttp session is built without ``trust_env``).
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ def proxy_configured(base_url: str) -> bool:
     if not any(env.get(k) for k in ("http_proxy", "https_proxy", "all_proxy")):
         return False
     host = httpx.URL(base_url).host
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return False  # a loopback endpoint (the built-in engine) is never reached through a proxy
     no_proxy = [h.strip() for h in env.get("no_proxy", "").split(",") if h.strip()]
     if "*" in no_proxy:
         return False
