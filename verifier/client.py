@@ -73,12 +73,19 @@ class _TooLarge(Exception):
 
 def canonical_json(body: Any) -> bytes:
     """Deterministic JSON bytes (sorted keys, no spaces): the basis of request hashes, never what is sent."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _utf8_json(body, sort_keys=True)
 
 
 def wire_json(body: Any) -> bytes:
     """The bytes sent: compact JSON with every key in the order it was written (see the module docstring)."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return _utf8_json(body, sort_keys=False)
+
+
+def _utf8_json(body: Any, *, sort_keys: bool) -> bytes:
+    try:
+        return json.dumps(body, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate cannot be UTF-8: send it as the JSON escape it came from
+        return json.dumps(body, sort_keys=sort_keys, separators=(",", ":")).encode()
 
 
 def request_hash(body: dict) -> str:

@@ -43,14 +43,14 @@ async def test_total_deadline_ends_a_stream_that_keeps_pinging_then_retry_applie
     assert ex.error_class == "timeout" and ex.status == 200, ex
     assert "total timeout (1 s)" in ex.error_message
     assert ex.attempts == 2 == len(srv.requests) and ex.retried_statuses == [0]
-    assert 1.9 < elapsed < 3.5, elapsed  # two attempts of about 1 s each, not one of forever
+    assert 1.9 < elapsed < 5, elapsed  # two attempts of about 1 s each, not one of forever
 
 
 async def test_one_attempt_with_pings_ends_in_about_the_total_timeout():
     async with RawServer(_pinger) as srv, client(srv.url, timeout=1, max_attempts=1) as c:
         t0 = time.perf_counter()
         ex = await c.chat(BODY, stream=True)
-    assert ex.error_class == "timeout" and 0.95 < time.perf_counter() - t0 < 1.6
+    assert ex.error_class == "timeout" and 0.95 < time.perf_counter() - t0 < 2.5
 
 
 async def test_idle_read_timeout_is_separate_from_the_total():
