@@ -1,15 +1,23 @@
-"""Harness throughput: tool-call requests against a fast loopback server, verifier client vs the openai SDK.
+"""Harness throughput against one fast loopback server: whole runs, and the client alone.
 
-    python benchmarks/harness_throughput.py [--requests 4000] [--concurrency 64] [--runs 3]
+    python benchmarks/harness_throughput.py [--requests 2000] [--concurrency 64] [--runs 3]
 
-The server (``verifier.testing.scripted_server``, answering every request with a tool call) runs in its own
-process, and each client measurement runs in a fresh child process, so "client CPU" is exactly the client
-side: user+sys CPU of that process over the timed loop (imports and warm-up excluded). Modes:
+The server (``verifier.testing.scripted_server``, answering every request with a valid tool call) runs in its
+own process. Modes (``--modes``, comma-separated):
 
-* ``verifier``: ``EndpointClient.chat`` for every request, each result turned into an ExchangeRecord and
-  appended to a RecordStore (what ``verifier run`` does per exchange);
-* ``openai-sdk``: a plain asyncio loop over ``AsyncOpenAI.chat.completions.create`` with a semaphore of the
-  same size (no records written: the baseline gets the benefit of the doubt).
+* ``verifier-run`` (default): a whole ``verifier run --reference URL --suite FILE --concurrency N`` in a fresh
+  process, timed from start to exit: suite loading, preflight, every exchange written to records.jsonl,
+  scoring, summary and report. The suite file holds ``--requests`` tool-call lines.
+* ``k2vv-style`` (default): the same file through a client built the way K2-Vendor-Verifier builds its own
+  (``openai.AsyncOpenAI`` with retries, an asyncio semaphore, ``model_dump`` of every response appended to a
+  results file as it completes, ``jsonschema.validate`` of every call's arguments, running stats logged per
+  result, a de-duplicating rewrite and a summary file at the end; see ``_k2vv_style``), also a fresh
+  process timed start to exit. Issue #32's goal: ``verifier-run`` wall time at most 1/3 of this.
+* ``k2vv-style+imports``: the same, plus the imports K2VV's module makes at start whether used or not
+  (``transformers.AutoTokenizer``, ``tqdm``): closer to K2VV's real start-up cost.
+* ``verifier``: ``EndpointClient.chat`` alone for every request, each result appended to a RecordStore, timed
+  over the loop only (imports and warm-up excluded), with the client's CPU per request;
+* ``openai-sdk``: a bare asyncio loop over ``AsyncOpenAI.chat.completions.create`` (no records written).
 
 Prints one line per run and the medians; ``--json`` writes them to a file.
 """
@@ -42,6 +50,111 @@ def bodies(n: int) -> list[dict]:
     return [{"messages": [{"role": "system", "content": "Use tools when they fit."},
                           {"role": "user", "content": f"What is the weather in city number {i}?"}],
              "tools": TOOLS, "tool_choice": "required", "temperature": 0} for i in range(n)]
+
+
+def write_suite(path: Path, n: int) -> None:
+    with path.open("w") as fh:
+        for i, b in enumerate(bodies(n)):
+            fh.write(json.dumps({**b, "_meta": {"id": f"b{i}"}}) + "\n")
+
+
+async def _k2vv_style(url: str, suite: Path, out: Path, conc: int) -> int:
+    """A client built the way K2-Vendor-Verifier's ``tool_calls_eval`` is (our own code, from reading its design).
+
+    Per request, as K2VV does: the prepared request's md5 over sorted JSON, ``AsyncOpenAI`` (timeout 600,
+    3 retries) under a semaphore, ``model_dump()`` of the response, ``jsonschema.validate`` of each call. Per
+    result, in ``asyncio.as_completed`` order: the result appended to results.jsonl (file opened per result),
+    the running summary recomputed over all results so far and logged as one stats line on stderr. At the
+    end: results re-read, de-duplicated by index, sorted, rewritten; summary.json written. Left out in the
+    baseline's favour: the progress bar and K2VV's module-level ``transformers``/``megfile``/``loguru`` imports.
+    """
+    import hashlib
+
+    import jsonschema
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=url, api_key="bench", timeout=600, max_retries=3)
+    sem = asyncio.Semaphore(conc)
+    out.mkdir(parents=True, exist_ok=True)
+    results_file = out / "results.jsonl"
+    results_file.write_text("")
+    prepared = []
+    for i, line in enumerate(x for x in suite.read_text().splitlines() if x.strip()):
+        req = {k: v for k, v in json.loads(line).items() if k != "_meta"}
+        for m in req["messages"]:
+            if m.get("role") == "_input":
+                m["role"] = "system"
+        req["model"] = "scripted-model"
+        prepared.append((i, req, hashlib.md5(json.dumps(req, sort_keys=True).encode()).hexdigest()))
+
+    def valid_call(call: dict, tools: list[dict]) -> bool:
+        schema = next((t["function"]["parameters"] for t in tools if t["function"]["name"] == call["function"]["name"]),
+                      None)
+        try:
+            jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+            return schema is not None
+        except Exception:  # noqa: BLE001 - K2VV counts any failure as invalid
+            return False
+
+    async def one(i: int, req: dict, digest: str) -> dict:
+        async with sem:
+            t0 = time.time()
+            try:
+                resp, status = (await client.chat.completions.create(**req)).model_dump(), "success"
+            except Exception as e:  # noqa: BLE001 - as the baseline does: every failure is a result
+                resp, status = {"error": str(e)}, "failed"
+            finish, valid = None, None
+            if resp.get("choices"):
+                finish = resp["choices"][0]["finish_reason"]
+                calls = resp["choices"][0]["message"].get("tool_calls") or []
+                if finish == "tool_calls" and calls:
+                    valid = all(valid_call(c, req.get("tools", [])) for c in calls)
+            return {"data_index": i, "request": req, "response": resp, "status": status, "finish_reason": finish,
+                    "tool_calls_valid": valid, "duration_ms": int(1000 * (time.time() - t0)), "hash": digest}
+
+    done: list[dict] = []
+    for task in asyncio.as_completed([one(*p) for p in prepared]):
+        res = await task
+        done.append(res)
+        with results_file.open("a") as fh:
+            fh.write(json.dumps(res, ensure_ascii=False) + "\n")
+        summary = {"success": sum(r["status"] == "success" for r in done),
+                   "failed": sum(r["status"] != "success" for r in done),
+                   "tool_calls": sum(r["finish_reason"] == "tool_calls" for r in done),
+                   "valid": sum(bool(r["tool_calls_valid"]) for r in done)}
+        print(f"[Stats] {summary}", file=sys.stderr)
+    rows = {r["data_index"]: r for r in (json.loads(x) for x in results_file.read_text().splitlines())}
+    results_file.write_text("".join(json.dumps(rows[k], ensure_ascii=False) + "\n" for k in sorted(rows)))
+    (out / "summary.json").write_text(json.dumps(summary, indent=4))
+    await client.close()
+    return summary["success"]
+
+
+def whole_run(mode: str, url: str, suite: Path, conc: int) -> dict:
+    """Wall time of one whole run in a fresh process, and how many requests it got answered."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        if mode == "verifier-run":
+            cmd = [sys.executable, "-m", "verifier.cli", "run", "--reference", f"bench={url}", "--suite", str(suite),
+                   "--concurrency", str(conc), "--out", str(out), "--no-history", "--quiet"]
+        else:
+            cmd = [sys.executable, __file__, "--k2vv-child", url, str(suite), str(out), "--concurrency", str(conc)]
+            if mode == "k2vv-style+imports":
+                cmd.append("--k2vv-module-imports")
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        if proc.returncode != 0:
+            raise SystemExit(f"{mode} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+        if mode == "verifier-run":
+            recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+            ok = sum(1 for r in recs if r["status"] == 200 and r["error_class"] is None)
+        else:
+            ok = json.loads((out / "summary.json").read_text())["success"]
+    return {"mode": mode, "wall_s": wall, "cpu_s": cpu, "ok": ok, "n": sum(1 for _ in suite.open())}
 
 
 def _cpu() -> float:
@@ -112,15 +225,24 @@ def child(mode: str, url: str, n: int, conc: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--modes", default="verifier,openai-sdk")
+    ap.add_argument("--modes", default="verifier-run,k2vv-style")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--child", nargs=2, metavar=("MODE", "URL"), help=argparse.SUPPRESS)
+    ap.add_argument("--k2vv-child", nargs=3, metavar=("URL", "SUITE", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--k2vv-module-imports", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.requests, args.concurrency)
+        return
+    if args.k2vv_child:
+        url, suite, out = args.k2vv_child
+        if args.k2vv_module_imports:  # what K2VV's tool_calls_eval imports at module level, used or not
+            from transformers import AutoTokenizer  # noqa: F401
+            from tqdm.asyncio import tqdm_asyncio  # noqa: F401
+        asyncio.run(_k2vv_style(url, Path(suite), Path(out), args.concurrency))
         return
     server = subprocess.Popen([sys.executable, "-c", "from verifier.testing.scripted_server import main; main()"],
                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
@@ -128,8 +250,18 @@ def main() -> None:
         port = int(server.stdout.readline().split()[1])
         url = f"http://127.0.0.1:{port}/v1"
         results: dict[str, list[dict]] = {m: [] for m in args.modes.split(",")}
+        suite_dir = tempfile.TemporaryDirectory()
+        suite = Path(suite_dir.name) / "bench.jsonl"
+        write_suite(suite, args.requests)
         for run in range(args.runs):
             for mode in results:
+                if mode in ("verifier-run", "k2vv-style", "k2vv-style+imports"):
+                    r = whole_run(mode, url, suite, args.concurrency)
+                    r["req_per_s"] = r["n"] / r["wall_s"]
+                    results[mode].append(r)
+                    print(f"run {run + 1} {mode:12s} whole run {r['wall_s']:.2f} s  process CPU {r['cpu_s']:.2f} s  "
+                          f"ok {r['ok']}/{r['n']}", flush=True)
+                    continue
                 out = subprocess.run([sys.executable, __file__, "--child", mode, url, "--requests", str(args.requests),
                                       "--concurrency", str(args.concurrency)], capture_output=True, text=True, cwd=ROOT)
                 if out.returncode != 0:
@@ -139,14 +271,25 @@ def main() -> None:
                 r["cpu_ms_per_req"] = 1000 * r["cpu_s"] / r["n"]
                 r["sys_ms_per_req"] = 1000 * r["sys_s"] / r["n"]
                 results[mode].append(r)
-                print(f"run {run + 1} {mode:10s} wall {r['wall_s']:.2f} s  {r['req_per_s']:.0f} req/s  "
+                print(f"run {run + 1} {mode:12s} wall {r['wall_s']:.2f} s  {r['req_per_s']:.0f} req/s  "
                       f"client CPU {r['cpu_ms_per_req']:.3f} ms/req (kernel {r['sys_ms_per_req']:.3f})  ok {r['ok']}/{r['n']}", flush=True)
-        med = {m: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "req_per_s", "cpu_ms_per_req", "sys_ms_per_req")}
+        suite_dir.cleanup()
+        med = {m: {k: statistics.median(r[k] for r in rs)
+                   for k in ("wall_s", "cpu_s", "req_per_s", "cpu_ms_per_req", "sys_ms_per_req") if k in rs[0]}
                for m, rs in results.items()}
         print(f"\nmedian of {args.runs}: {args.requests} requests, concurrency {args.concurrency}")
         for m, v in med.items():
-            print(f"  {m:10s} wall {v['wall_s']:.2f} s  {v['req_per_s']:.0f} req/s  client CPU {v['cpu_ms_per_req']:.3f} ms/req "
-                  f"(of which kernel {v['sys_ms_per_req']:.3f})")
+            cpu = (f"  client CPU {v['cpu_ms_per_req']:.3f} ms/req (of which kernel {v['sys_ms_per_req']:.3f})"
+                   if "cpu_ms_per_req" in v else "")
+            if "cpu_ms_per_req" not in v:
+                cpu = f"  process CPU {v['cpu_s']:.2f} s"
+            print(f"  {m:12s} wall {v['wall_s']:.2f} s  {v['req_per_s']:.0f} req/s{cpu}")
+        for base in ("k2vv-style", "k2vv-style+imports"):
+            if "verifier-run" in med and base in med:
+                ratio = med["verifier-run"]["wall_s"] / med[base]["wall_s"]
+                cpu_ratio = med["verifier-run"]["cpu_s"] / med[base]["cpu_s"]
+                print(f"  whole-run wall time verifier-run / {base}: {ratio:.2f} (goal: at most 0.33); "
+                      f"process CPU ratio {cpu_ratio:.2f}")
         if "verifier" in med and "openai-sdk" in med:
             print(f"  throughput ratio verifier/openai-sdk: {med['verifier']['req_per_s'] / med['openai-sdk']['req_per_s']:.2f}x")
         if args.json:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from verifier import redaction
 from verifier.records import EndpointConfig
 from verifier.summary_model import EndpointInfo
 
@@ -124,11 +125,12 @@ class EndpointSet:
         return parse_builtin(self.sources.get(name, ""), where=name)
 
     def info(self) -> list[EndpointInfo]:
-        """Endpoints as published in results: no key, no header values, only the env var's name."""
+        """Endpoints as published in results: no key, no header values, no URL userinfo, only the env var's name."""
         out = []
         for e in self.endpoints:
             spec = self.builtin(e.name)
-            out.append(EndpointInfo(name=e.name, base_url=self.sources.get(e.name, e.base_url) if spec else e.base_url,
+            url = self.sources.get(e.name, e.base_url) if spec else e.base_url
+            out.append(EndpointInfo(name=e.name, base_url=redaction.redact_url(url) or "",
                                     model=e.model, api_key_env=e.api_key_env, extra_body=e.extra_body,
                                     is_reference=e.name == self.reference, builtin=spec.as_dict() if spec else None))
         return out
@@ -161,13 +163,15 @@ def _check_url(url: str, where: str) -> None:
     if url.startswith(BUILTIN_PREFIX):
         parse_builtin(url, where=where)
         return
+    redaction.register_url(url)  # userinfo is a secret from the moment it is read
+    shown = redaction.redact_url(url)
     try:
         parsed = urllib.parse.urlparse(url)
-        parsed.port  # noqa: B018 - raises ValueError on a port that is not a number in 0-65535
-    except ValueError as e:  # "Invalid IPv6 URL" for http://[::1, a bad port, ...
-        raise EndpointConfigError(f"{where}: '{url}' is not a valid URL ({e})") from None
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise EndpointConfigError(f"{where}: '{shown}' is not a valid URL ({e})") from None
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise EndpointConfigError(f"{where}: '{url}' is not an http(s) URL or builtin:NAME")
+        raise EndpointConfigError(f"{where}: '{shown}' is not an http(s) URL or builtin:NAME")
 
 
 def from_flags(reference: str | None, endpoints: list[str], *, model: str | None = None,
@@ -190,7 +194,7 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
     sources: dict[str, str] = {}
     taken: set[str] = set()
     for name, url, flag in entries:
-        _check_url(url, f"{flag} {url}")
+        _check_url(url, f"{flag} {redaction.redact_url(url)}")
         if name is None:
             name = "reference" if flag == "--reference" else _default_name(url, taken)
         if name in taken:
@@ -273,6 +277,7 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
             err = e.errors()[0]
             field_name = ".".join(str(x) for x in err["loc"])
             raise EndpointConfigError(f"{where}.{field_name}: {err['msg']}") from None
+        redaction.register_headers(cfg.headers)
         if stream is not None:
             cfg.stream = stream
         configs.append(cfg)
@@ -289,6 +294,8 @@ def check_keys(endpoints: EndpointSet) -> None:
     for e in endpoints.endpoints:
         if e.api_key_env and not os.environ.get(e.api_key_env):
             raise EndpointConfigError(f"endpoint '{e.name}': environment variable {e.api_key_env} is not set")
+        if e.api_key_env:
+            redaction.register(os.environ[e.api_key_env])
 
 
 class BuiltinStartError(RuntimeError):

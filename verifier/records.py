@@ -32,7 +32,13 @@ class EndpointConfig(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     rate: float | None = None  # requests per second; None = unlimited
     concurrency: int = 8
-    timeout: float = 120.0
+    # Deadlines of one attempt, in seconds (docs/cli.md "Timeouts"). ``timeout`` is the total: it ends the
+    # attempt even while a stream keeps sending (pings included); the retry policy then decides.
+    timeout: float = Field(120.0, gt=0)
+    connect_timeout: float = Field(10.0, gt=0)  # TCP/TLS connect, and the wait for a pooled connection
+    write_timeout: float = Field(30.0, gt=0)  # sending the request body
+    read_timeout: float | None = Field(None, gt=0)  # longest silence between bytes; None: only the total bounds it
+    max_response_bytes: int = Field(8 * 1024 * 1024, gt=0)  # cap on the body, counted after decompression
     stream: bool = False
     max_attempts: int = 5
 

@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from verifier.client import EndpointClient, EndpointError
 from verifier.endpoints import BuiltinServers, BuiltinStartError, EndpointConfigError, EndpointSet, check_keys, default_endpoints
 from verifier.progress import Progress
+from verifier.redaction import URL_USERINFO_MASK, redact_url
 from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
 from verifier.store import (LOCK_NAME, ManifestEndpoint, ManifestSuite, RecordStore, RunFolderBusy, RunFolderLock,
                             RunManifest, StoreError, _first_line, display_json)
@@ -295,8 +296,9 @@ def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
     for e in eps.endpoints:
         spec = eps.builtin(e.name)
         headers = {k: (REDACTED if _is_secret_header(k) else v) for k, v in e.headers.items()}
-        out.append(ManifestEndpoint(
-            name=e.name, source=eps.sources.get(e.name, e.base_url), base_url=e.base_url, model=e.model,
+        out.append(ManifestEndpoint(  # URL userinfo is a secret too: redacted, and --resume asks for --config
+            name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
+            base_url=redact_url(e.base_url) or "", model=e.model,
             api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
             concurrency=e.concurrency, timeout=e.timeout, stream=e.stream, max_attempts=e.max_attempts,
             is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
@@ -315,8 +317,8 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
         return override
     configs, sources = [], {}
     for me in m.endpoints:
-        if REDACTED in me.headers.values():
-            raise InputError(f"--resume: endpoint '{me.name}' used secret headers that are not stored; "
+        if REDACTED in me.headers.values() or URL_USERINFO_MASK in me.base_url:
+            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not stored; "
                              "pass the same --config again")
         base = me.source if me.source.startswith("builtin:") else me.base_url
         configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
