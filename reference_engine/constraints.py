@@ -104,7 +104,7 @@ def step(state: State, c: int) -> State | None:
     if mode == DONE:
         return None
     if c in _WS:
-        return state
+        return state if stack or mode != OBJECT_ONLY else None   # the whole output starts at its "{"
     if mode == OBJECT_ONLY:
         return (stack + "o", KEY_OR_CLOSE, False, None) if c == 0x7B else None
     if mode == VALUE:

@@ -296,8 +296,9 @@ class Server:
         ids = [t.choice.token_id for t in gen.tokens]
         text = stopped_text if stopped_text is not None else self._text(ids)
         text = forced + text
-        content, calls = (self.parser.parse(text) if parse_tools else (text, []))
-        finish = "tool_calls" if calls else gen.finish.reason
+        parse = self.parser.parse_forced if forced else self.parser.parse
+        content, calls = (parse(text) if parse_tools else (text, []))
+        finish = _finish_reason(calls, gen.finish.reason)
         message: dict = {"role": "assistant", "content": content if (content or not calls) else None}
         if calls:
             message["tool_calls"] = [c.to_openai() for c in calls]
@@ -338,14 +339,14 @@ class Server:
                 if step.token is None:  # the final flush: whatever was held back, then the parsed calls
                     calls: list[ParsedToolCall] = []
                     if splitter is not None:
-                        more, calls = splitter.finish()
+                        more, calls = splitter.finish(forced=bool(forced))
                         delta += more
                     if delta:
                         yield chunk({"content": delta})
                     for i, c in enumerate(calls):
                         for piece in _call_deltas(i, c):
                             yield chunk({"tool_calls": [piece]})
-                    yield chunk({}, finish="tool_calls" if calls else step.finish.reason)
+                    yield chunk({}, finish=_finish_reason(calls, step.finish.reason))
                     if include_usage:
                         yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
                     continue
@@ -559,6 +560,13 @@ class Server:
         if model is not None and model != self.model_name:
             raise ApiError(404, f"The model '{model}' does not exist (this server serves '{self.model_name}')",
                            "invalid_request_error", param="model", code="model_not_found")
+
+
+def _finish_reason(calls: list[ParsedToolCall], engine_reason: str) -> str:
+    """"tool_calls" when the reply holds calls, except a forced call cut by max_tokens ("length", as OpenAI)."""
+    if any(not c.complete for c in calls):
+        return engine_reason
+    return "tool_calls" if calls else engine_reason
 
 
 def _call_deltas(index: int, call: ParsedToolCall) -> list[dict]:
