@@ -212,3 +212,23 @@ def test_a_non_streamed_request_is_aborted_when_its_client_leaves(srv):
     assert after["requests_aborted"] == before["requests_aborted"] + 1
     assert after["requests_finished"] == before["requests_finished"]       # it did not just run to its end
     assert after["generation_tokens"] - before["generation_tokens"] < 1500
+
+
+def test_parallel_tool_calls_false_gives_one_call(tmp_path):
+    """A scripted model that writes call after call: with parallel_tool_calls false, generation ends at the first
+    closing tag (one call); without it, every completed call is returned."""
+    from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
+
+    call = '{"name": "w", "arguments": {"city": "Oslo"}}'
+    path = build_scripted_checkpoint(tmp_path / "loop", [[ASSISTANT_START, "<tool_call>", call, "</tool_call>",
+                                                          "<tool_call>"]])
+    tools = [_tool("w")]
+    with start_server(path, weights="fp32", kv_dtype="fp32", threads=1) as s:
+        c = _client(s)
+        many = c.chat.completions.create(model=s.model, messages=MSG, tools=tools, temperature=0, max_tokens=7)
+        one = c.chat.completions.create(model=s.model, messages=MSG, tools=tools, temperature=0, max_tokens=7,
+                                        parallel_tool_calls=False)
+    assert len(many.choices[0].message.tool_calls) == 2
+    (only,) = one.choices[0].message.tool_calls
+    assert json.loads(only.function.arguments) == {"city": "Oslo"} and one.choices[0].finish_reason == "tool_calls"
+    assert one.usage.completion_tokens == 3
