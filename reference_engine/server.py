@@ -263,7 +263,7 @@ class Server:
 
     async def chat(self, raw: bytes) -> Response:
         try:
-            req = ChatCompletionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(ChatCompletionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
@@ -413,7 +413,7 @@ class Server:
     # ---- completions ------------------------------------------------------------------------------------------
     async def completions(self, raw: bytes) -> Response:
         try:
-            req = CompletionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(CompletionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
@@ -533,7 +533,7 @@ class Server:
     # ---- distributions extension ------------------------------------------------------------------------------
     async def distributions(self, raw: bytes) -> Response:
         try:
-            req = DistributionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(DistributionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
