@@ -592,7 +592,7 @@ def _sse(obj: dict) -> bytes:
 
 
 class BodyTooLarge(Exception):
-    pass
+    """A request body past the server's cap: answered 413 by create_app's handler."""
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -625,6 +625,9 @@ async def until_disconnect(request: Request, work) -> Response:
     watcher = asyncio.ensure_future(watch())
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:               # the server itself is stopping
+        task.cancel()
+        raise
     finally:
         watcher.cancel()
     if not task.done():
