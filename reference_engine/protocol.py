@@ -79,16 +79,16 @@ class ToolDef(_Model):
     function: FunctionDef
 
 
-class NamedFunction(_Model):
+class NamedFunction(_Body):
     name: str
 
 
-class NamedToolChoice(_Model):
+class NamedToolChoice(_Body):
     type: Literal["function"]
     function: NamedFunction
 
 
-class StreamOptions(_Model):
+class StreamOptions(_Body):
     include_usage: bool = False
 
 
@@ -139,6 +139,9 @@ class ChatCompletionRequest(_Sampling):
             if not TOOL_NAME.match(name):
                 raise FieldError(f"tools.{i}.function.name",
                                  f"tool name {name[:80]!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$")
+            if self.tools[i].function.strict:
+                raise FieldError(f"tools.{i}.function.strict", "strict: true (arguments guaranteed to match the "
+                                 "schema) is not supported by this server; arguments are only kept well-formed JSON")
         for key in self.chat_template_kwargs or {}:
             if not key.isidentifier() or keyword.iskeyword(key) or key in RESERVED_TEMPLATE_KWARGS:
                 raise FieldError("chat_template_kwargs",

@@ -71,6 +71,12 @@ def test_unknown_or_unimplemented_parameters_are_refused_not_ignored(srv):
     for field, value in (("logit_bias", {"5": 10}), ("functions", []), ("reasoning_effort", "low"), ("top_k", 5)):
         err = _error(_post(srv, {"messages": MSG, "max_tokens": 1, field: value}), 400)
         assert err["param"] == field and err["message"] == f"Unrecognized request argument supplied: {field}"
+    err = _error(_post(srv, {"messages": MSG, "stream": True, "stream_options": {"include_obfuscation": True}}), 400)
+    assert err["param"] == "stream_options.include_obfuscation"
+    strict = _tool("w")
+    strict["function"]["strict"] = True
+    err = _error(_post(srv, {"messages": MSG, "tools": [_tool("v"), strict]}), 400)
+    assert err["param"] == "tools.1.function.strict"
     err = _error(_post(srv, {"prompt": "hi", "max_tokens": 1, "suffix": "x"}, "/completions"), 400)
     assert err["param"] == "suffix"
     err = _error(_post(srv, {"prompt": "hi", "start": 1, "top_k": 3}, "/x/distributions"), 400)
