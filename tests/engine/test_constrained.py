@@ -137,7 +137,7 @@ def test_forced_calls_stay_calls_when_sampling_hot(shipped):
     cut by max_tokens is one call of an offered tool with JSON-object arguments; a cut one is still a call
     (finish_reason "length"), never markup in content."""
     finished = 0
-    for i, body in enumerate(_cases("toolcall-schemas.jsonl", 6)):
+    for body in _cases("toolcall-schemas.jsonl", 6):
         for seed in range(3):
             for choice in (body["tool_choice"], "required"):
                 r = _client(shipped).chat.completions.create(
