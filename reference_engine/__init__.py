@@ -11,7 +11,8 @@ Shaped after nano-vllm, one job per module:
   kv_cache      the page pool (bf16/fp16/fp32/fp8 with per-page-per-head scales) and page tags
   block_manager page allocation, reference counts, prefix caching, tag assignment, fault injection (tests)
   scheduler     continuous batching, admission control (bounded wait -> 429/503), preemption by recompute
-  sampler       greedy / temperature / top-p with per-request seeds; raw-distribution logprobs
+  sampler       greedy / temperature / top-p with per-request seeds, presence/frequency penalties; raw logprobs
+  constraints   constrained decoding: forced tool calls and json_object (one JSON object), banned tokens
   kernels/      op dispatch: PyTorch (CPU, reference) or Triton (CUDA)
   engine        the step loop on its own thread; events back to each request
   protocol      strict validation of OpenAI request bodies (400 naming the field)

@@ -2,8 +2,9 @@
 
 Same environment choices as HF's `apply_chat_template`: sandboxed, trim_blocks + lstrip_blocks, the loopcontrols
 extension, a `tojson` that keeps non-ASCII text and accepts `indent`, and a `raise_exception` global. OpenAI request
-messages are normalised first (list-of-parts content -> text, tool-call arguments JSON string -> object), because
-templates index into `tool_call.function.arguments` as a mapping.
+messages are normalised first (list-of-parts content -> text, tool-call arguments JSON string -> object, because
+templates index into `tool_call.function.arguments` as a mapping; `developer` -> `system`; legacy `function` results
+-> `tool` messages that keep their `name`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def normalise_messages(messages: list[dict]) -> list[dict]:
         m = dict(m)
         if m.get("role") == "developer":   # OpenAI's newer name for the system role; templates know only "system"
             m["role"] = "system"
+        elif m.get("role") == "function":  # OpenAI's legacy tool result: a tool message that keeps its `name`
+            m["role"] = "tool"
         m["content"] = _content_text(m.get("content"))
         if m.get("tool_calls"):
             calls = []
@@ -99,3 +102,6 @@ def render_chat(
         raise
     except TemplateError as e:
         raise ChatTemplateError(f"chat template failed: {e}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        # e.g. a chat_template_kwargs value of a type the template does not expect: the request's fault, not ours
+        raise ChatTemplateError(f"chat template failed: {type(e).__name__}: {e}") from None

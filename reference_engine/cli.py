@@ -20,6 +20,8 @@ def serve(
     kv_budget_mb: Optional[int] = typer.Option(None, "--kv-budget-mb", help="KV pool size in MiB (default 64)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (Triton kernels are used on cuda)"),
     served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="model id clients send"),
+    max_request_mb: float = typer.Option(8.0, "--max-request-mb", min=0.001,
+                                         help="largest request body accepted, in MiB (413 above)"),
 ) -> None:
     """Serve a model with the reference engine on an OpenAI-compatible HTTP API."""
     import uvicorn
@@ -42,7 +44,7 @@ def serve(
                f"{info.capacity_tokens} tokens, prefix cache {'off' if no_prefix_cache else 'on'})")
     engine.start()
     try:
-        uvicorn.run(create_app(engine), host=host, port=port, log_level="info", access_log=False)
+        uvicorn.run(create_app(engine, max_request_bytes=int(max_request_mb * 1024 * 1024)), host=host, port=port, log_level="info", access_log=False)
     finally:
         engine.stop()
 

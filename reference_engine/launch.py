@@ -10,7 +10,7 @@ import uvicorn
 
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
-from reference_engine.server import create_app
+from reference_engine.server import DEFAULT_MAX_REQUEST_BYTES, create_app
 
 SHIPPED_MODEL_NAME = "verifier-tiny"
 
@@ -52,16 +52,17 @@ def build_engine(model_path: str | Path | None = None, **options) -> Engine:
 def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16", weights: str = "bf16",
                  decode_weights: str | None = None, prefix_cache: bool = True, page_size: int = 16,
                  kv_budget_bytes: int | None = None, host: str = "127.0.0.1", port: int = 0,
-                 served_model_name: str | None = None, **engine_options) -> RunningServer:
+                 served_model_name: str | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 **engine_options) -> RunningServer:
     """Load the model, start the engine loop and uvicorn; returns once the port accepts connections.
 
-    `engine_options` are further EngineConfig fields (e.g. admission_timeout_s, max_waiting, allow_fault_injection).
+    `max_request_bytes` caps request bodies (413 above it). `engine_options` are further EngineConfig fields (e.g. admission_timeout_s, max_waiting, allow_fault_injection).
     """
     engine = build_engine(model_path, kv_dtype=kv_dtype, weights=weights, decode_weights=decode_weights,
                           prefix_cache=prefix_cache, page_size=page_size, kv_budget_bytes=kv_budget_bytes,
                           served_model_name=served_model_name, **engine_options)
     engine.start()
-    config = uvicorn.Config(create_app(engine), host=host, port=port, log_level="warning", access_log=False,
+    config = uvicorn.Config(create_app(engine, max_request_bytes=max_request_bytes), host=host, port=port, log_level="warning", access_log=False,
                             lifespan="off", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None      # type: ignore[method-assign]  (not the main thread)

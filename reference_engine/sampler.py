@@ -1,7 +1,7 @@
 """Next-token choice and the log-probabilities reported with it.
 
 Reported logprobs are those of the model's raw distribution (log-softmax of the logits before temperature / top-p, and
-before any tool_choice constraint), so KL measured from them compares models, not sampling settings. Sampling uses a per-request torch.Generator, so a request
+before any penalty or decoding constraint), so KL measured from them compares models, not sampling settings. Sampling uses a per-request torch.Generator, so a request
 with a `seed` gets the same tokens whatever else is in the batch.
 """
 
@@ -25,18 +25,14 @@ def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[TokenChoice]:
     """logits [B, V] float32, one row per sequence."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     out: list[TokenChoice] = []
-    greedy = logprobs.argmax(dim=-1).tolist()
     for i, seq in enumerate(seqs):
         p = seq.params
-        allowed = _allowed_next(seq)
-        row = logits[i].float()
-        if allowed is not None:
-            masked = torch.full_like(row, float("-inf"))
-            idx = torch.tensor(sorted(allowed))
-            masked[idx] = row[idx]
-            row = masked
+        row = _penalised(logits[i].float(), seq)
+        mask = p.constraint.mask(seq.output_ids) if p.constraint is not None else None
+        if mask is not None:
+            row = row.masked_fill(~mask[: row.shape[0]], float("-inf"))
         if p.temperature <= 0.0:
-            tok = greedy[i] if allowed is None else int(row.argmax())
+            tok = int(row.argmax())
         else:
             tok = _sample_row(row, p.temperature, p.top_p, seq.generator)
         top: list[tuple[int, float]] = []
@@ -47,17 +43,14 @@ def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[TokenChoice]:
     return out
 
 
-def _allowed_next(seq: Sequence) -> set[int] | None:
-    """Tokens that keep the output on one of `allowed_starts`; None once unconstrained (or never constrained)."""
-    starts = seq.params.allowed_starts
-    if not starts:
-        return None
-    out = seq.output_ids
-    n = len(out)
-    live = [s for s in starts if len(s) >= n and list(s[:n]) == out]
-    if not live or any(len(s) == n for s in live):
-        return None
-    return {s[n] for s in live}
+def _penalised(row: torch.Tensor, seq: Sequence) -> torch.Tensor:
+    """OpenAI's presence and frequency penalties: ``logit[j] -= c[j] * frequency + (c[j] > 0) * presence``, with
+    c[j] the times token j was generated so far in this completion (the prompt does not count)."""
+    p = seq.params
+    if not (p.presence_penalty or p.frequency_penalty) or not seq.output_ids:
+        return row
+    counts = torch.bincount(torch.tensor(seq.output_ids), minlength=row.shape[0])[: row.shape[0]].float()
+    return row - counts * p.frequency_penalty - (counts > 0).float() * p.presence_penalty
 
 
 def _sample_row(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None) -> int:

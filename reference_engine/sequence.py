@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from reference_engine.constraints import Constraint
+
 
 class SeqStatus(enum.Enum):
     WAITING = "waiting"
@@ -27,9 +29,12 @@ class SamplingParams:
     top_logprobs: int = 0
     prompt_logprobs: int | None = None     # None = no prompt logprobs; k >= 0 = chosen token + top-k per prompt position
     full_distribution_from: int | None = None  # /v1/x/distributions: keep full log-softmax rows from this position
-    # constrained start: the output must begin with one of these token sequences (tool_choice "required": the
-    # tool-call header with one of the request's tool names); unconstrained once one is complete
-    allowed_starts: tuple[tuple[int, ...], ...] | None = None
+    # OpenAI's penalties on the logits of tokens already generated in this completion (counts c):
+    # logit -= frequency_penalty * c + presence_penalty * (c > 0)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    # constrained decoding (forced tool calls, json_object, tool_choice "none"): see reference_engine.constraints
+    constraint: Constraint | None = None
 
 
 _ids = itertools.count(1)

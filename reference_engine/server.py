@@ -1,8 +1,12 @@
 """OpenAI-compatible HTTP server over the engine (FastAPI).
 
-Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, POST /v1/x/distributions (exact next-token
+Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, POST /v1/x/distributions (exact next-token
 distributions, see docs/CONTRACTS.md), GET /health, GET /metrics. Errors use OpenAI's shape
 {"error": {"message", "type", "param", "code"}}. The Authorization header is accepted and never read or logged.
+
+Under bad input: request bodies over `max_request_bytes` get 413 before they are read whole; chat-template rendering
+and tokenisation run on a worker thread, so a huge prompt never stalls the event loop (/health, other streams); a
+client that goes away, streamed or not, aborts its request in the engine.
 """
 
 from __future__ import annotations
@@ -22,12 +26,19 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reference_engine.chat_template import ChatTemplateError, render_chat
+from reference_engine.constraints import (ROOT_OBJECT, BannedTokens, Constraint, JsonConstraint, TokenTable,
+                                          arguments_state)
 from reference_engine.engine import (DistributionEvent, Engine, ErrorEvent, FinishEvent, PromptLogprobsEvent,
                                      RequestRejected, TokenEvent)
 from reference_engine.protocol import (ChatCompletionRequest, CompletionRequest, DistributionRequest, NamedToolChoice,
                                        first_error)
 from reference_engine.sequence import SamplingParams
 from reference_engine.tool_parser import ParsedToolCall, StreamingToolSplitter, get_parser
+
+#: default cap on a request body (413 above it); a prompt that fits the tiny model's context is a few KB
+DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: characters per tool-call argument delta in streams (clients must reassemble arguments from several deltas)
+ARGUMENT_DELTA_CHARS = 8
 
 
 def error_response(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
@@ -47,6 +58,18 @@ class ApiError(Exception):
 
 def _error_payload(ev: ErrorEvent) -> dict:
     return {"error": {"message": ev.message, "type": ev.type, "param": None, "code": ev.code}}
+
+
+@dataclass
+class ChatPlan:
+    """What a chat request becomes before it reaches the engine: prompt ids, the text forced after the prompt (a
+    named call's header), the decoding constraint, and whether the reply is parsed for tool calls."""
+
+    prompt_ids: list[int]
+    forced: str
+    constraint: Constraint | None
+    parse_tools: bool
+    stop_token_ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -92,6 +115,21 @@ class Server:
         self.stop_text_ids = set(engine.eos_ids)
         cfg = engine.config
         self.fingerprint = f"re-w{cfg.weights}-d{cfg.decode_weight_format}-kv{cfg.kv_dtype}"
+        self.tokens = self._token_table()
+        self.max_token_bytes = max((len(b) for b in self.tokens.token_bytes if b), default=1)
+        start_ids = self.tok.encode(self.parser.start_tag)
+        self.start_tag_id = start_ids[0] if len(start_ids) == 1 else None
+        self.end_tag_ids = tuple(self.tok.encode(self.parser.end_tag))
+
+    def _token_table(self) -> TokenTable:
+        """The vocabulary as bytes for constrained decoding. Never inside JSON: special tokens and tokens whose text
+        holds a tool-call tag (the parser would see the call end inside a string)."""
+        size = self.engine.model_config.vocab_size
+        n_tok = self.tok.vocab_size
+        raw = [self.tok.token_bytes(i) if i < n_tok else None for i in range(size)]
+        tags = (self.parser.start_tag.encode(), self.parser.end_tag.encode())
+        banned = set(self.tok.special_ids) | {i for i, b in enumerate(raw) if b and any(t in b for t in tags)}
+        return TokenTable(raw, banned, set(self.engine.eos_ids))
 
     # ---- engine bridge ----------------------------------------------------------------------------------------
     def _submit(self, prompt_ids: list[int], params: SamplingParams) -> tuple[str, asyncio.Queue]:
@@ -144,9 +182,15 @@ class Server:
         return self.tok.decode([i for i in ids if i not in self.stop_text_ids], skip_special_tokens=False)
 
     # ---- chat -------------------------------------------------------------------------------------------------
-    def _chat_prompt(self, req: ChatCompletionRequest) -> tuple[list[int], str, tuple | None]:
-        """Token ids of the rendered conversation, the forced assistant prefix (named/required tool_choice), and the
-        allowed starts of the output (required)."""
+    def _chat_plan(self, req: ChatCompletionRequest) -> ChatPlan:
+        """Render and tokenise the conversation and choose the decoding constraint (runs on a worker thread).
+
+        - a named function: the prompt ends with the call header up to ``"arguments":``; the model writes one JSON
+          object, then the closing tag is forced.
+        - "required": the prompt ends with the call tag; the output must start with the header of one of the tools
+          (tokenised in context, so the ids are those the model would produce), then as above.
+        - "none": the call tag is banned, so no call can start. ``response_format`` json_object: one JSON object.
+        """
         if not self.tok.chat_template:
             raise ApiError(400, "this model has no chat template; use /v1/completions", param="messages")
         messages = [m.model_dump(exclude_none=True) for m in req.messages]
@@ -157,23 +201,42 @@ class Server:
                                **(req.chat_template_kwargs or {}))
         except ChatTemplateError as e:
             raise ApiError(400, f"the chat template rejected the messages: {e}", param="messages") from None
-        forced = ""
-        starts = None
+        self._check_length(text)
+        parse_tools = bool(req.tools) and req.tool_choice != "none" and not req.json_object
+        stops = self.end_tag_ids if (parse_tools and req.parallel_tool_calls is False and
+                                     len(self.end_tag_ids) == 1) else ()
         if isinstance(req.tool_choice, NamedToolChoice):
-            forced = self.parser.start_tag + _call_header(req.tool_choice.function.name)
-        elif req.tool_choice == "required":
-            # the prompt ends with the call tag; the output is constrained to start with a header naming one of
-            # the tools (tokenised in context, so the ids are exactly what the model would produce)
+            header = _call_header(req.tool_choice.function.name)
+            forced = self.parser.start_tag + header
+            return ChatPlan(self.tok.encode(text + forced), forced,
+                            JsonConstraint(self.tokens, arguments_state(header), tail=self.end_tag_ids), True, stops)
+        if req.tool_choice == "required":
             forced = self.parser.start_tag
             base = self.tok.encode(text + forced)
-            seqs = []
+            starts = []
             for t in req.tools or []:
                 full = self.tok.encode(text + forced + _call_header(t.function.name))
                 if full[:len(base)] == base and len(full) > len(base):
-                    seqs.append(tuple(full[len(base):]))
-            starts = tuple(seqs) or None
-            return base, forced, starts
-        return self.tok.encode(text + forced), forced, starts
+                    starts.append(tuple(full[len(base):]))
+            # tool names match ^[a-zA-Z0-9_-]+$, so every header leaves the JSON automaton in the same state
+            state = arguments_state(_call_header("f")) if starts else ROOT_OBJECT
+            return ChatPlan(base, forced, JsonConstraint(self.tokens, state, tuple(starts), self.end_tag_ids),
+                            True, stops)
+        constraint: Constraint | None = None
+        if req.json_object:
+            constraint = JsonConstraint(self.tokens, ROOT_OBJECT)
+        elif req.tools and req.tool_choice == "none" and self.start_tag_id is not None:
+            constraint = BannedTokens(self.tokens, (self.start_tag_id,))
+        return ChatPlan(self.tok.encode(text), "", constraint, parse_tools, stops)
+
+    def _check_length(self, text: str) -> None:
+        """Refuse at once a prompt that cannot fit the context whatever its tokenisation (a token covers at most
+        `max_token_bytes` bytes), so a 10 MB prompt is not tokenised only to be refused."""
+        n = len(text.encode("utf-8", errors="replace"))
+        if n > self.max_token_bytes * self.engine.max_model_len:
+            raise ApiError(400, f"the prompt ({n} bytes) cannot fit the model's context of "
+                                f"{self.engine.max_model_len} tokens", param="messages",
+                           code="context_length_exceeded")
 
     def _params(self, req, prompt_len: int, max_tokens: int | None, **extra) -> SamplingParams:
         room = self.engine.max_model_len - prompt_len
@@ -184,7 +247,8 @@ class Server:
                                 f"{self.engine.max_model_len}", param="max_tokens", code="context_length_exceeded")
         return SamplingParams(temperature=1.0 if req.temperature is None else req.temperature,
                               top_p=1.0 if req.top_p is None else req.top_p, max_tokens=max_tokens, seed=req.seed,
-                              ignore_eos=req.ignore_eos, **extra)
+                              ignore_eos=req.ignore_eos, presence_penalty=req.presence_penalty or 0.0,
+                              frequency_penalty=req.frequency_penalty or 0.0, **extra)
 
     def _logprob_entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict:
         b = self.tok.token_bytes(token_id)
@@ -199,17 +263,26 @@ class Server:
 
     async def chat(self, raw: bytes) -> Response:
         try:
-            req = ChatCompletionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(ChatCompletionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
         self._check_model(req.model)
-        prompt_ids, forced, starts = self._chat_prompt(req)
+        plan = await asyncio.to_thread(self._chat_plan, req)
+        prompt_ids, forced, parse_tools = plan.prompt_ids, plan.forced, plan.parse_tools
         max_tokens = req.max_completion_tokens or req.max_tokens
         params = self._params(req, len(prompt_ids), max_tokens, logprobs=bool(req.logprobs),
-                              top_logprobs=req.top_logprobs or 0, allowed_starts=starts)
-        parse_tools = bool(req.tools) and req.tool_choice != "none"
+                              top_logprobs=req.top_logprobs or 0, constraint=plan.constraint,
+                              stop_token_ids=plan.stop_token_ids)
         rid, q = self._submit(prompt_ids, params)
+        try:
+            return await self._chat_reply(rid, q, req, forced, parse_tools)
+        except asyncio.CancelledError:       # the client went away before the reply was built (see create_app)
+            self.engine.abort(rid)
+            raise
+
+    async def _chat_reply(self, rid: str, q: asyncio.Queue, req: ChatCompletionRequest, forced: str,
+                          parse_tools: bool) -> Response:
         if req.stream:
             first = await q.get()
             if isinstance(first, ErrorEvent):
@@ -223,8 +296,9 @@ class Server:
         ids = [t.choice.token_id for t in gen.tokens]
         text = stopped_text if stopped_text is not None else self._text(ids)
         text = forced + text
-        content, calls = (self.parser.parse(text) if parse_tools else (text, []))
-        finish = "tool_calls" if calls else gen.finish.reason
+        parse = self.parser.parse_forced if forced else self.parser.parse
+        content, calls = (parse(text) if parse_tools else (text, []))
+        finish = _finish_reason(calls, gen.finish.reason)
         message: dict = {"role": "assistant", "content": content if (content or not calls) else None}
         if calls:
             message["tool_calls"] = [c.to_openai() for c in calls]
@@ -265,14 +339,14 @@ class Server:
                 if step.token is None:  # the final flush: whatever was held back, then the parsed calls
                     calls: list[ParsedToolCall] = []
                     if splitter is not None:
-                        more, calls = splitter.finish()
+                        more, calls = splitter.finish(forced=bool(forced))
                         delta += more
                     if delta:
                         yield chunk({"content": delta})
                     for i, c in enumerate(calls):
-                        yield chunk({"tool_calls": [{"index": i, "id": c.id, "type": "function",
-                                                     "function": {"name": c.name, "arguments": c.arguments}}]})
-                    yield chunk({}, finish="tool_calls" if calls else step.finish.reason)
+                        for piece in _call_deltas(i, c):
+                            yield chunk({"tool_calls": [piece]})
+                    yield chunk({}, finish=_finish_reason(calls, step.finish.reason))
                     if include_usage:
                         yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
                     continue
@@ -339,7 +413,7 @@ class Server:
     # ---- completions ------------------------------------------------------------------------------------------
     async def completions(self, raw: bytes) -> Response:
         try:
-            req = CompletionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(CompletionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
@@ -348,7 +422,11 @@ class Server:
             raise ApiError(400, "echo is not supported with stream on /v1/completions; use echo without stream "
                            "for prompt logprobs", param="echo")
         prompt = req.single_prompt()
-        prompt_ids = self.tok.encode(prompt, add_special_tokens=True) if isinstance(prompt, str) else list(prompt)
+        if isinstance(prompt, str):
+            self._check_length(prompt)
+            prompt_ids = await asyncio.to_thread(self.tok.encode, prompt, add_special_tokens=True)
+        else:
+            prompt_ids = list(prompt)
         if not prompt_ids:
             raise ApiError(400, "the prompt has no tokens", param="prompt")
         max_tokens = 16 if req.max_tokens is None else req.max_tokens
@@ -357,6 +435,14 @@ class Server:
                               top_logprobs=req.logprobs or 0,
                               prompt_logprobs=(req.logprobs or 0) if want_prompt_lp else None)
         rid, q = self._submit(prompt_ids, params)
+        try:
+            return await self._completion_reply(rid, q, req, prompt, prompt_ids, want_prompt_lp)
+        except asyncio.CancelledError:
+            self.engine.abort(rid)
+            raise
+
+    async def _completion_reply(self, rid: str, q: asyncio.Queue, req: CompletionRequest, prompt, prompt_ids,
+                                want_prompt_lp: bool) -> Response:
         if req.stream:
             first = await q.get()
             if isinstance(first, ErrorEvent):
@@ -447,18 +533,22 @@ class Server:
     # ---- distributions extension ------------------------------------------------------------------------------
     async def distributions(self, raw: bytes) -> Response:
         try:
-            req = DistributionRequest.model_validate_json(raw)
+            req = await asyncio.to_thread(DistributionRequest.model_validate_json, raw)
         except ValidationError as e:
             msg, param = first_error(e)
             raise ApiError(400, msg, param=param) from None
-        ids = req.prompt_token_ids if req.prompt_token_ids is not None else self.tok.encode(req.prompt or "",
-                                                                                           add_special_tokens=True)
+        self._check_model(req.model)
+        if req.prompt_token_ids is not None:
+            ids = req.prompt_token_ids
+        else:
+            self._check_length(req.prompt or "")
+            ids = await asyncio.to_thread(self.tok.encode, req.prompt or "", add_special_tokens=True)
         if req.start >= len(ids):
             raise ApiError(400, f"'start' ({req.start}) must be below the number of prompt tokens ({len(ids)})",
                            param="start")
         params = SamplingParams(temperature=0.0, max_tokens=0, full_distribution_from=req.start)
         rid, q = self._submit(list(ids), params)
-        gen, _ = await self._collect(rid, q, [])
+        gen, _ = await self._collect(rid, q, [])      # aborts the request if cancelled
         if gen.error:
             return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
         arr = gen.distribution.logprobs.numpy().astype("<f4")
@@ -472,6 +562,26 @@ class Server:
                            "invalid_request_error", param="model", code="model_not_found")
 
 
+def _finish_reason(calls: list[ParsedToolCall], engine_reason: str) -> str:
+    """"tool_calls" when the reply holds calls, except a forced call cut by max_tokens ("length", as OpenAI)."""
+    if any(not c.complete for c in calls):
+        return engine_reason
+    return "tool_calls" if calls else engine_reason
+
+
+def _call_deltas(index: int, call: ParsedToolCall) -> list[dict]:
+    """One tool call as stream deltas, the way vLLM and SGLang send them: id, type and name first with empty
+    arguments, then the arguments in several pieces that the client concatenates.
+
+    The call is sent once its block is complete and parsed (so a streamed reply equals the non-streamed one: a
+    block whose JSON does not parse stays text in both), then in pieces, so clients' reassembly is exercised."""
+    out = [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]
+    args = call.arguments
+    for i in range(0, len(args), ARGUMENT_DELTA_CHARS):
+        out.append({"index": index, "function": {"arguments": args[i: i + ARGUMENT_DELTA_CHARS]}})
+    return out
+
+
 def _find_stop(text: str, stop: list[str]) -> int | None:
     hits = [i for i in (text.find(s) for s in stop) if i >= 0]
     return min(hits) if hits else None
@@ -481,7 +591,56 @@ def _sse(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
-def create_app(engine: Engine) -> FastAPI:
+class BodyTooLarge(Exception):
+    """A request body past the server's cap: answered 413 by create_app's handler."""
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) past `limit` bytes: at once from Content-Length, else while it arrives, so a
+    huge body is never held in memory whole."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def until_disconnect(request: Request, work) -> Response:
+    """Run a handler, cancelling it if the client goes away first.
+
+    Starlette does not cancel a plain handler when its client disconnects, so a non-streamed generation would run to
+    its end for nobody; the handlers abort their engine request on cancellation (streams abort on their own)."""
+    task = asyncio.ensure_future(work)
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:               # the server itself is stopping
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if not task.done():
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return Response(status_code=499)          # nobody reads it: the client is gone
+    return task.result()
+
+
+def create_app(engine: Engine, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:
     srv = Server(engine)
     app = FastAPI(title="reference_engine", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = srv
@@ -489,6 +648,11 @@ def create_app(engine: Engine) -> FastAPI:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return exc.response()
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error_response(413, f"the request body is larger than this server's limit of {max_request_bytes} "
+                                   "bytes", code="request_too_large")
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -506,22 +670,32 @@ def create_app(engine: Engine) -> FastAPI:
     async def metrics() -> PlainTextResponse:
         return PlainTextResponse(engine.metrics.prometheus(engine.gauges()))
 
+    def model_card() -> dict:
+        return {"id": srv.model_name, "object": "model", "created": 0, "owned_by": "reference_engine",
+                "max_model_len": engine.max_model_len}
+
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": srv.model_name, "object": "model", "created": 0,
-                                            "owned_by": "reference_engine",
-                                            "max_model_len": engine.max_model_len}]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict:
+        srv._check_model(model_id)
+        return model_card()
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        return await srv.chat(await request.body())
+        body = await read_body(request, max_request_bytes)
+        return await until_disconnect(request, srv.chat(body))
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        return await srv.completions(await request.body())
+        body = await read_body(request, max_request_bytes)
+        return await until_disconnect(request, srv.completions(body))
 
     @app.post("/v1/x/distributions")
     async def distributions(request: Request) -> Response:
-        return await srv.distributions(await request.body())
+        body = await read_body(request, max_request_bytes)
+        return await until_disconnect(request, srv.distributions(body))
 
     return app

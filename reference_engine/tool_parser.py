@@ -7,6 +7,7 @@ A block whose JSON does not parse is kept as text (the verifier scores malformed
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,6 +18,7 @@ class ParsedToolCall:
     name: str
     arguments: str          # JSON text, as OpenAI sends it
     id: str
+    complete: bool = True   # False: a forced call cut (max_tokens, stop) before its arguments closed
 
     def to_openai(self) -> dict:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
@@ -31,10 +33,26 @@ class ToolParser(Protocol):
 
     def parse(self, text: str) -> tuple[str | None, list[ParsedToolCall]]: ...
 
+    def parse_forced(self, text: str) -> tuple[str | None, list[ParsedToolCall]]: ...
+
 
 class HermesToolParser:
     start_tag = "<tool_call>"
     end_tag = "</tool_call>"
+    _forced = re.compile(r'<tool_call>\{"name": "([a-zA-Z0-9_-]{1,64})", "arguments":(.*)', re.DOTALL)
+
+    def parse_forced(self, text: str) -> tuple[str | None, list[ParsedToolCall]]:
+        """A reply that had to be a call (tool_choice "required" or named): as `parse`, and if the call was cut
+        before its JSON closed (max_tokens), the call with its arguments as far as they came (`complete` False),
+        as OpenAI returns a truncated forced call, rather than the markup as content."""
+        content, calls = self.parse(text)
+        if calls:
+            return content, calls
+        m = self._forced.match(text.lstrip())
+        if m is None:
+            return content, calls
+        args = m.group(2).split(self.end_tag)[0].strip()
+        return None, [ParsedToolCall(m.group(1), args, new_call_id(), complete=False)]
 
     def parse(self, text: str) -> tuple[str | None, list[ParsedToolCall]]:
         calls: list[ParsedToolCall] = []
@@ -102,12 +120,12 @@ class StreamingToolSplitter:
         self.buffer = text[len(text) - keep:] if keep else ""
         return text[: len(text) - keep]
 
-    def finish(self) -> tuple[str, list[ParsedToolCall]]:
-        """(remaining text to send, parsed calls)."""
+    def finish(self, forced: bool = False) -> tuple[str, list[ParsedToolCall]]:
+        """(remaining text to send, parsed calls); `forced`: the reply had to be a call (see parse_forced)."""
         if not self.in_calls:
             rest, self.buffer = self.buffer, ""
             return rest, []
-        content, calls = self.parser.parse(self.buffer)
+        content, calls = (self.parser.parse_forced if forced else self.parser.parse)(self.buffer)
         self.buffer = ""
         return (content or ""), calls
 

@@ -104,20 +104,28 @@ def test_a_request_that_outgrows_the_whole_pool_ends_with_length(llama_ckpt):
     assert eng.blocks.num_free == 3
 
 
-def test_allowed_starts_constrain_sampling_then_release(llama_ckpt):
+def test_constrained_start_then_json_object(llama_ckpt):
+    """A JsonConstraint with forced starts (as tool_choice "required" builds it): the output begins with one of the
+    start sequences, then stays a well-formed JSON object prefix, under random sampling with six seeds."""
+    from reference_engine.constraints import ROOT_OBJECT, JsonConstraint, TokenTable, feed
     from reference_engine.sequence import SamplingParams
 
     eng = make_engine(llama_ckpt)
+    tok = eng.tokenizer
+    table = TokenTable([tok.token_bytes(i) for i in range(eng.model_config.vocab_size)], set(tok.special_ids),
+                       eng.eos_ids)
     cols = [Collector() for _ in range(6)]
     for i, c in enumerate(cols):
-        eng.submit(f"r{i}", list(range(5, 25)), SamplingParams(temperature=1.5, max_tokens=6, seed=i, ignore_eos=True,
-                                                               allowed_starts=((7, 8, 9), (7, 10))), c)
+        cons = JsonConstraint(table, ROOT_OBJECT, starts=((7, 8, 9), (7, 10)))
+        eng.submit(f"r{i}", list(range(5, 25)), SamplingParams(temperature=1.5, max_tokens=12, seed=i,
+                                                               constraint=cons), c)
     eng.run_until_idle()
-    firsts = set()
     for c in cols:
         t = c.tokens
         assert t[0] == 7 and t[1] in (8, 10)
+        rest = t[3:] if t[1] == 8 else t[2:]
         if t[1] == 8:
             assert t[2] == 9
-        firsts.add(tuple(t[:3]))
-    assert len({tuple(c.tokens[3:]) for c in cols}) > 1       # free sampling after the constrained start
+        body = b"".join(tok.token_bytes(x) for x in rest if x not in eng.eos_ids)
+        assert body.lstrip()[:1] == b"{" and feed(ROOT_OBJECT, body) is not None, body
+    assert len({tuple(c.tokens[3:]) for c in cols}) > 1       # the model still chooses within the constraint
