@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.report.fixtures import make_summary
-from verifier.gate import DEFAULT_POLICY, PolicyError, evaluate, load_policy, parse_policy
+from verifier.gate import (
+    DEFAULT_POLICY,
+    PolicyError,
+    evaluate,
+    load_policy,
+    parse_policy,
+)
 from verifier.records import Interval
 from verifier.summary_model import Comparison, EndpointSuiteResult, RunSummary
 from verifier.verdict import VerdictPolicy, compute_verdicts, verdict_for
