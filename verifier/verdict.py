@@ -244,7 +244,8 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
     if significant or named:
         parts = [describe(e) for e in significant]
         if named:
-            parts.append(fp_text)
+            kl = next((e for e in evidence if e.metric == "kl_mean" and e.suite == fingerprint.suite), None)
+            parts.append(fp_text + (f" ({describe(kl)})" if kl is not None else ""))
         return Verdict(endpoint=endpoint, reference=reference, status="differs", alpha=policy.alpha,
                        headline=f"{endpoint} differs from {reference}: " + "; ".join(parts),
                        evidence=evidence, fingerprint=fingerprint)
