@@ -268,8 +268,10 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
         parts.append(fp_text + " (not the reference's, but without margin)")
     needed = [e.cases_to_settle for e in open_ if e.cases_to_settle is not None]
     settle = max(needed) if needed and len(needed) == len(open_) else None
+    stuck = [HEADLINE_METRICS[e.metric] for e in open_ if e.cases_to_settle is None]
     tail = (f"; about {settle} more cases per suite would likely settle it" if settle is not None
-            else "; more cases alone may not settle it (a difference near the margin)")
+            else f"; more cases alone may not settle it ({', '.join(dict.fromkeys(stuck))}: at or beyond the margin "
+                 f"without a significant difference)")
     return Verdict(endpoint=endpoint, reference=reference, status="inconclusive", alpha=policy.alpha,
                    headline=f"{endpoint} vs {reference} is inconclusive: " + "; ".join(parts) + tail,
                    evidence=evidence, fingerprint=fingerprint, cases_to_settle=settle)
