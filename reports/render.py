@@ -502,7 +502,7 @@ def render_html(
     shown = [(k, h) for k, h in VERDICT_COLUMNS if any(c.measured for r in rows for c in r.cells[column_index[k]])]
     hidden = [h for k, h in VERDICT_COLUMNS if (k, h) not in shown]
     headline = [m for m, _ in VERDICT_COLUMNS]
-    cards = build_cards(summary, gate, headline)
+    cards = build_cards(summary, gate, headline, verdicts)
     sections = [suite_section(summary, i, records or [], gate) for i in range(len(summary.suites))]
     hist = history_view(summary, Path(db_path), drift) if db_path is not None and Path(db_path).exists() else None
     script, script_hash = _script()

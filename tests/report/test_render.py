@@ -162,6 +162,8 @@ def test_disclosure_cards_written_without_secrets(rendered) -> None:
     assert "closest profile: fp8-kv (distance 0.012)" in html
     assert "cache_hit_rate" in card["not_measured"]
     assert card["endpoint"]["api_key_env"] == "PROVIDER_KEY"
+    assert card["verdict"] == "inconclusive" and card["verdict_headline"].startswith("fp8-kv vs ref is inconclusive: ")
+    assert json.loads((run / "disclosure-ref.json").read_text())["verdict"] is None
     for path in [*cards, run / "report.html"]:
         assert "SECRET123" not in path.read_text(), f"credential from the URL leaked into {path.name}"
 
