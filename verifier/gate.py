@@ -424,7 +424,7 @@ def to_junit(result: GateResult) -> str:
     for c in result.checks:
         tc = ET.SubElement(ts, "testcase", classname=c.endpoint, name=c.name, time="0")
         if c.status == "fail":
-            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else "drift").text = c.message
+            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else c.name if c.name == "verdict" else "drift").text = c.message
         elif c.status == "skip":
             ET.SubElement(tc, "skipped", message=c.message)
         elif c.status == "warn":

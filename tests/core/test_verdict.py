@@ -115,6 +115,9 @@ def test_policy_verdict_table_matches_default_and_gates() -> None:
         e: {"differs": "fail", "inconclusive": "warn", "consistent": "pass"}[v.status] for e, v in verdicts.items()}
     assert all(c.message.startswith(verdicts[c.endpoint].status + ": ") for c in checks)
     assert not [c for c in evaluate(summary, parse_policy({"thresholds": {}})).checks if c.name == "verdict"]
+    junit = to_junit(evaluate(summary, p))
+    assert '<testcase classname="int4-decode" name="verdict" time="0">' in junit
+    assert '<failure message="differs: int4-decode differs from ref: schema accuracy' in junit and 'type="verdict"' in junit
 
 
 @pytest.mark.parametrize("table, message", [
