@@ -13,6 +13,7 @@ from verifier.gate import (
     evaluate,
     load_policy,
     parse_policy,
+    to_junit,
 )
 from verifier.records import Interval
 from verifier.summary_model import Comparison, EndpointSuiteResult, RunSummary
