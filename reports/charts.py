@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from verifier.records import Interval
 from verifier.summary_model import Series
 
-__all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title"]
+__all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title", "trend_chart"]
 
 # A colour-blind-safe palette (Okabe-Ito); the reference is always drawn first, in black.
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
@@ -177,5 +177,36 @@ def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, 
         ax.set_xticks(range(0, len(runs), step), [runs[j][:10] for j in range(0, len(runs), step)])
         ax.set_xlabel("run (start date)")
         ax.set_ylabel(metric)
+        ax.legend(loc="best", fontsize=8, frameon=False)
+        return _svg(fig, key)
+
+
+def trend_chart(lines: Mapping[str, Sequence[tuple[int, float, float | None, float | None]]], ticks: Sequence[str],
+                drift: Mapping[str, Sequence[tuple[int, float]]], y_label: str, key: str) -> str:
+    """A headline metric over a long run history: one line per suite, its 95% CI as a band, drift as red crosses.
+
+    ``lines``: suite -> (run index, value, low, high); ``ticks``: run labels by index; ``drift``: suite -> points
+    flagged by the drift test. A band instead of error bars keeps a chart of hundreds of runs small and legible.
+    """
+    with matplotlib.rc_context(_RC):
+        fig = _figure(7.0, 2.4)
+        ax = fig.add_subplot()
+        for i, (suite, pts) in enumerate(lines.items()):
+            c = _colour(i + 1)
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [p[1] for p in pts], color=c, marker="o" if len(pts) <= 60 else None, ms=2.5, linewidth=1.2,
+                    label=suite)
+            banded = [p for p in pts if p[2] is not None and p[3] is not None]
+            if banded:
+                ax.fill_between([p[0] for p in banded], [p[2] for p in banded], [p[3] for p in banded], color=c,
+                                alpha=0.15, linewidth=0)
+            flagged = drift.get(suite, [])
+            if flagged:
+                ax.plot([x for x, _ in flagged], [y for _, y in flagged], linestyle="none", marker="x", ms=7,
+                        mew=2, color="#cf222e", label=f"{suite}: drift")
+        step = max(1, len(ticks) // 6)
+        ax.set_xticks(range(0, len(ticks), step), [ticks[j] for j in range(0, len(ticks), step)])
+        ax.set_xlabel("run (start date), oldest left")
+        ax.set_ylabel(y_label)
         ax.legend(loc="best", fontsize=8, frameon=False)
         return _svg(fig, key)

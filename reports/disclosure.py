@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from verifier.gate import GateResult
 from verifier.records import Interval, SuiteManifest
-from verifier.summary_model import EndpointInfo, RunSummary
+from verifier.summary_model import EndpointInfo, RunSummary, Verdict
 
 __all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "redact_url", "safe_filename", "write_cards"]
 
@@ -64,7 +64,7 @@ class SuiteResultCard(BaseModel):
 class DisclosureCard(BaseModel):
     """The published card. ``measured_against`` is the reference endpoint every comparison used."""
 
-    schema_version: str = "1.0"
+    schema_version: str = "1.1"  # 1.1: ``verdict`` (additive)
     endpoint: EndpointPublic
     is_reference: bool
     measured_against: EndpointPublic | None
@@ -78,6 +78,8 @@ class DisclosureCard(BaseModel):
     gate_status: str | None = None
     gate_policy: str | None = None
     not_measured: list[str] = Field(default_factory=list)
+    verdict: str | None = None  # consistent / differs / inconclusive (docs/verdict.md); None for the reference
+    verdict_headline: str | None = None
 
 
 def _fingerprint(summary: RunSummary, endpoint: str) -> Any:
@@ -102,8 +104,10 @@ def fingerprint_text(fp: Any) -> str:
     return str(fp)
 
 
-def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str]) -> list[DisclosureCard]:
+def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str],
+                verdicts: dict[str, Verdict] | None = None) -> list[DisclosureCard]:
     """One card per endpoint; ``headline`` metrics absent from every suite are listed as not measured."""
+    verdicts = summary.verdicts if verdicts is None else verdicts
     ref = next((e for e in summary.endpoints if e.name == summary.reference), None)
     cards = []
     for ep in summary.endpoints:
@@ -126,6 +130,8 @@ def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str
                 gate_policy=gate.policy if gate is not None else None,
                 not_measured=[m for m in headline if m not in present and not (m == "pass^k" and any(
                     p.startswith("pass^") for p in present))],
+                verdict=verdicts[ep.name].status if ep.name in verdicts else None,
+                verdict_headline=verdicts[ep.name].headline if ep.name in verdicts else None,
             )
         )
     return cards

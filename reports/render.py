@@ -27,7 +27,8 @@ from verifier.drift import DriftReport, detect_drift
 from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
 from verifier.records import ExchangeRecord, Interval
-from verifier.summary_model import EndpointSuiteResult, RunSummary, Series
+from verifier.summary_model import EndpointSuiteResult, RunSummary, Series, Verdict
+from verifier.verdict import VerdictPolicy, compute_verdicts
 
 __all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
 
@@ -44,8 +45,42 @@ VERDICT_COLUMNS: list[tuple[str, str]] = [
     ("cache_hit_rate", "Cache hit rate"),
     ("latency_p50_s", "Latency p50"),
 ]
-MAX_DISAGREEMENTS = 300  # per endpoint x suite; the count beyond is stated
+#: Disagreements shown in the page per endpoint x suite; the rest stay in summary.json and records.jsonl (the count
+#: and a filter to find them are stated). Why so few: a 2,000-case run must stay a page that opens in two seconds.
+MAX_DISAGREEMENTS = 40
 NOT_MEASURED = "not measured"
+#: Status marks of the headlines: a symbol and a word, so colour is never the only cue.
+VERDICT_MARKS = {"consistent": "✓ consistent", "differs": "✗ differs", "inconclusive": "? inconclusive"}
+
+#: Short definitions for the glossary; metric names in the page link here.
+GLOSSARY: dict[str, str] = {
+    "trigger_f1": "F1 of the candidate's decision to call a tool (finish_reason tool_calls), taking the reference's "
+                  "decision on the same case as the truth. 100% = it calls tools exactly when the reference does.",
+    "trigger_precision": "Of the cases where the candidate called a tool, the share where the reference did too.",
+    "trigger_recall": "Of the cases where the reference called a tool, the share where the candidate did too.",
+    "trigger_rate": "Share of successful replies that call a tool.",
+    "schema_accuracy": "Share of tool calls whose arguments parse as JSON and validate against the tool's JSON Schema.",
+    "forced_call_success": "Share of cases that force a tool (tool_choice) where the reply is a valid call of it.",
+    "k2vv_schema_accuracy": "K2-Vendor-Verifier's figure: of replies with finish_reason tool_calls, the share whose "
+                            "every call is valid.",
+    "tool_name_agreement": "Where both called tools: the same tool names as the reference.",
+    "args_exact_agreement": "Where both called the same tools: identical arguments.",
+    "args_bfcl_agreement": "Where both called the same tools: arguments equal under BFCL's AST-style rules.",
+    "error_rate": "Share of requests that failed after retries (HTTP error, timeout, malformed reply).",
+    "latency_p50_s": "Median total request latency of successful requests, seconds.",
+    "task_success": "Share of long-horizon agent trials whose final environment state passes the scenario's check.",
+    "pass^k": "Share of scenarios solved in all k repeated trials.",
+    "step_validity": "Share of agent steps with a valid tool call.",
+    "kl_mean": "Mean per-token KL(reference || candidate), nats, on the reference's continuation (lower = closer).",
+    "same_top": "Share of positions where the candidate's most likely token is the reference's.",
+    "cache_hit_rate": "Cached prompt tokens over cacheable prompt tokens (first request of each session excluded).",
+    "fingerprint": "The closest calibrated KL profile (bf16, fp8-kv, int4-decode, ...): which precision variant the "
+                   "candidate's KL distribution looks like.",
+    "consistent": "Every headline difference shown inside its equivalence margin (two one-sided tests); see docs/verdict.md.",
+    "differs": "A headline difference significant after Holm correction, or a fingerprint naming another variant with "
+               "margin.",
+    "inconclusive": "Neither shown: more cases needed (the headline says about how many).",
+}
 
 
 class Cell(BaseModel):
@@ -62,11 +97,21 @@ class Cell(BaseModel):
 
 
 class VerdictRow(BaseModel):
+    """One endpoint's verdict-table figures (the table is drawn pivoted: a row per metric, a column per endpoint)."""
+
     endpoint: str
     model: str | None
     is_reference: bool
     status: str | None
     cells: list[list[Cell]]  # one list per column (several suites may measure the same metric)
+    verdict: Verdict | None = None
+
+
+class Headline(BaseModel):
+    endpoint: str
+    status: str  # consistent / differs / inconclusive / reference
+    mark: str
+    text: str
 
 
 class MetricRow(BaseModel):
@@ -103,6 +148,20 @@ class DisagreementView(BaseModel):
     detail: str | None
 
 
+class Collapsed(BaseModel):
+    """A family of metrics shown as one line because every figure in it is zero or not measured."""
+
+    family: str
+    metrics: list[str]
+    text: str
+
+
+class DisagreementCount(BaseModel):
+    endpoint: str
+    total: int
+    shown: int
+
+
 class SuiteSection(BaseModel):
     name: str
     kind: str
@@ -117,6 +176,9 @@ class SuiteSection(BaseModel):
     counts: list[tuple[str, str, int]]
     disagreement_total: int
     disagreements_shown: int
+    collapsed: list[Collapsed] = Field(default_factory=list)
+    sentences: list[str] = Field(default_factory=list)  # figures a chart would not show better
+    disagreement_counts: list[DisagreementCount] = Field(default_factory=list)
 
 
 def fmt_value(metric: str, v: float | None) -> str:
@@ -148,7 +210,23 @@ def _pass_k(results: list[EndpointSuiteResult]) -> list[tuple[str, str, Interval
     return out
 
 
-def verdict_rows(summary: RunSummary, gate: GateResult) -> list[VerdictRow]:
+def headlines(summary: RunSummary, verdicts: dict[str, Verdict]) -> list[Headline]:
+    """One line per endpoint, reference first, for the top of the page."""
+    out = [Headline(endpoint=summary.reference, status="reference", mark="reference",
+                    text=f"{summary.reference} is the reference: every other endpoint is measured against it.")]
+    for ep in summary.endpoints:
+        v = verdicts.get(ep.name)
+        if ep.name == summary.reference:
+            continue
+        if v is None:
+            out.append(Headline(endpoint=ep.name, status="inconclusive", mark=VERDICT_MARKS["inconclusive"],
+                                text=f"{ep.name}: no verdict was computed."))
+        else:
+            out.append(Headline(endpoint=ep.name, status=v.status, mark=VERDICT_MARKS[v.status], text=v.headline))
+    return out
+
+
+def verdict_rows(summary: RunSummary, gate: GateResult, verdicts: dict[str, Verdict] | None = None) -> list[VerdictRow]:
     rows = []
     for ep in summary.endpoints:
         results = [r for r in summary.results if r.endpoint == ep.name]
@@ -160,7 +238,8 @@ def verdict_rows(summary: RunSummary, gate: GateResult) -> list[VerdictRow]:
             cells = [make_cell(m, s, iv, gate.for_cell(ep.name, m, s)) for m, s, iv in found]
             cols.append([c for c in cells if c.measured] or [Cell(metric=metric)])
         rows.append(VerdictRow(endpoint=ep.name, model=ep.model, is_reference=ep.is_reference or ep.name == summary.reference,
-                               status=gate.endpoint_status(ep.name), cells=cols))
+                               status=gate.endpoint_status(ep.name), cells=cols, verdict=(verdicts or {}).get(ep.name)))
+    rows.sort(key=lambda r: not r.is_reference)
     return rows
 
 
@@ -186,12 +265,13 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
     endpoints = _ordered([r.endpoint for r in results], summary.reference)
     by_ep = {r.endpoint: r for r in results}
     metrics = list(dict.fromkeys(m for e in endpoints for m in by_ep[e].metrics))
-    metric_rows = [
+    all_rows = [
         MetricRow(metric=m, label=metric_info(m).label,
                   cells=[make_cell(m, manifest.name, by_ep[e].metrics.get(m), gate.for_cell(e, m, manifest.name))
                          for e in endpoints])
         for m in metrics
     ]
+    metric_rows, collapsed = _collapse_families(all_rows, {m: [by_ep[e].metrics.get(m) for e in endpoints] for m in metrics})
     comparisons = []
     for e in endpoints:
         for key, c in by_ep[e].comparisons.items():
@@ -211,10 +291,13 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
     rate_rows = [(m, e, by_ep[e].metrics[m]) for m in metrics for e in endpoints
                  if m in by_ep[e].metrics and metric_info(m).unit == "%" and by_ep[e].metrics[m].value is not None]
     # rates against the reference first; rates against the suite's own labels (expected_*) in a chart of their own
+    sentences: list[str] = []
     for suffix, title, rows_ in (
         ("rates", "Rates with 95% confidence intervals", [r for r in rate_rows if not r[0].startswith("expected_")]),
         ("labels", "Rates against the suite's own labels, 95% CIs", [r for r in rate_rows if r[0].startswith("expected_")]),
     ):
+        if len(rows_) == 1:  # one dot on an axis says less than the table row it repeats
+            continue
         if rows_:
             chart_list.append(Chart(id=f"{slug}-{suffix}", title=title,
                                     svg=charts.rates_chart(rows_, f"{slug}-{suffix}", colours),
@@ -227,24 +310,98 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
                 if s.name == name and s.x:
                     per[e] = s
         cid = f"{slug}-series{j}"
+        if not _informative(per):
+            sentences.append(_series_sentence(name, per))
+            continue
         chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid, colours),
                                 caption="Shaded band = 95% CI where the scoring code provided one; dashed = an upper line "
                                         "named on the y axis (e.g. the cache bound)."))
     lat = _latencies(records, manifest.name)
-    if any(lat.values()):
+    if any(lat.values()) and not any(len(set(v)) >= 5 for v in lat.values()):
+        sentences.append("Latency: " + "; ".join(
+            f"{e} {', '.join(f'{x:.3f} s' for x in sorted(v))}" for e, v in lat.items() if v)
+            + " (too few requests for a distribution chart).")
+    elif any(lat.values()):
         lat = {e: lat[e] for e in _ordered(list(lat), summary.reference)}
         chart_list.append(Chart(id=f"{slug}-latency", title="Latency distribution",
                                 svg=charts.latency_chart(lat, f"{slug}-latency", colours),
                                 caption="Empirical CDF of successful requests' total latency, from records.jsonl."))
     notes = [(e, n) for e in endpoints for n in by_ep[e].notes]
     counts = [(e, k, v) for e in endpoints for k, v in sorted(by_ep[e].counts.items())]
-    total = sum(len(by_ep[e].disagreements) for e in endpoints)
-    shown = sum(min(len(by_ep[e].disagreements), MAX_DISAGREEMENTS) for e in endpoints)
+    dcounts = [DisagreementCount(endpoint=e, total=len(by_ep[e].disagreements),
+                                 shown=min(len(by_ep[e].disagreements), MAX_DISAGREEMENTS))
+               for e in endpoints if by_ep[e].disagreements]
     return SuiteSection(
         name=manifest.name, kind=manifest.kind, version=manifest.version, content_hash=manifest.content_hash,
         case_count=manifest.case_count, endpoints=endpoints, metric_rows=metric_rows, comparisons=comparisons,
-        charts=chart_list, notes=notes, counts=counts, disagreement_total=total, disagreements_shown=shown,
+        charts=chart_list, notes=notes, counts=counts, disagreement_total=sum(c.total for c in dcounts),
+        disagreements_shown=sum(c.shown for c in dcounts), collapsed=collapsed, sentences=sentences,
+        disagreement_counts=dcounts,
     )
+
+
+def _family(metric: str) -> str:
+    """Metrics that share a first word form a family (forced_kl_*, expected_*, trigger_*, ...)."""
+    return metric.split("_", 1)[0] if "_" in metric else metric
+
+
+def _collapse_families(rows: list[MetricRow], values: dict[str, list[Interval | None]]) -> tuple[list[MetricRow], list[Collapsed]]:
+    """Keep rows that say something; a family whose every figure is zero or not measured becomes one line.
+
+    A single all-zero metric stays (an error rate of 0 with its interval is a finding); a single metric that no
+    endpoint measured collapses too, so the table holds figures only.
+    """
+    fams: dict[str, list[MetricRow]] = defaultdict(list)
+    for r in rows:
+        fams[_family(r.metric)].append(r)
+    out_rows: list[MetricRow] = []
+    collapsed: list[Collapsed] = []
+    for fam, members in fams.items():
+        nothing = all(iv is None or iv.value is None for r in members for iv in values[r.metric])
+        zero = all(iv is None or iv.value is None or abs(iv.value - _identity(r.metric)) < 1e-12
+                   for r in members for iv in values[r.metric])
+        if nothing or (zero and len(members) >= 2):
+            names = [r.metric for r in members]
+            what = "not measured for any endpoint" if nothing else (
+                "zero (same top token 100%) or not measured for every endpoint" if any(
+                    r.metric.endswith("same_top") for r in members) else "zero or not measured for every endpoint")
+            collapsed.append(Collapsed(family=fam, metrics=names,
+                                       text=f"{len(names)} {fam}_* metric{'s' if len(names) > 1 else ''}: {what}"))
+        else:
+            out_rows.extend(members)
+    order = {r.metric: i for i, r in enumerate(rows)}
+    out_rows.sort(key=lambda r: order[r.metric])
+    return out_rows, collapsed
+
+
+def _identity(metric: str) -> float:
+    """The value that shows no difference from the reference: 0, except top-token agreement (1)."""
+    return 1.0 if metric.endswith("same_top") else 0.0
+
+
+def _informative(per: dict[str, Series]) -> bool:
+    """A line chart shows something only with several x values and some spread in y (or between endpoints)."""
+    ys = [y for s in per.values() for y in s.y if y is not None]
+    several = any(len(set(s.x)) >= 3 for s in per.values())
+    return several and bool(ys) and max(ys) - min(ys) > 1e-9
+
+
+def _series_sentence(name: str, per: dict[str, Series]) -> str:
+    """What a chart of one point or a flat line would show, as words; endpoints that read the same share a clause."""
+    by_text: dict[str, list[str]] = defaultdict(list)
+    for e, s in per.items():
+        label = s.x_label or "x"
+        ys = [y for y in s.y if y is not None]
+        if len(set(s.x)) == 1:
+            text = (f"{s.y[0]:.3g} at {label} {s.x[0]:g}" if len(s.y) == 1
+                    else f"all {len(s.x)} points at {label} {s.x[0]:g}")
+        elif ys and max(ys) - min(ys) <= 1e-9:
+            text = f"{ys[0]:.3g} throughout {label} {min(s.x):g} to {max(s.x):g} ({len(s.x)} points)"
+        else:
+            text = ", ".join(f"{y:.3g} at {x:g}" for x, y in zip(s.x, s.y)) + f" ({label})"
+        by_text[text].append(e)
+    parts = [f"{', '.join(eps)}: {text}" for text, eps in by_text.items()]
+    return f"{charts.series_title(name)}: " + "; ".join(parts) + " (a single point or a flat line: no chart)."
 
 
 def disagreements(summary: RunSummary) -> list[DisagreementView]:
@@ -296,6 +453,15 @@ def _nan(v: Any) -> float | None:
     return None if v is None or v != v else float(v)
 
 
+def _glossary_key(metric: str) -> str:
+    return "pass^k" if metric.startswith("pass^") else metric
+
+
+def glossary_id(metric: str) -> str:
+    """The in-page anchor of a metric's glossary entry (ids stay plain ASCII)."""
+    return "g-" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in _glossary_key(metric))
+
+
 def _template_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("reports", "templates"),
@@ -330,8 +496,15 @@ def render_html(
         # Without a history database the report cannot test drift; say so once instead of a warn mark per row.
         policy = policy.model_copy(update={"allow_drift": True})
     gate = evaluate(summary, policy, drift)
+    # the summary's verdicts use the default policy; a policy with its own [verdict] table is applied afresh
+    verdicts = compute_verdicts(summary, policy.verdict) if policy.verdict is not None else (
+        summary.verdicts or compute_verdicts(summary, VerdictPolicy()))
+    rows = verdict_rows(summary, gate, verdicts)
+    column_index = {key: i for i, (key, _) in enumerate(VERDICT_COLUMNS)}
+    shown = [(k, h) for k, h in VERDICT_COLUMNS if any(c.measured for r in rows for c in r.cells[column_index[k]])]
+    hidden = [h for k, h in VERDICT_COLUMNS if (k, h) not in shown]
     headline = [m for m, _ in VERDICT_COLUMNS]
-    cards = build_cards(summary, gate, headline)
+    cards = build_cards(summary, gate, headline, verdicts)
     sections = [suite_section(summary, i, records or [], gate) for i in range(len(summary.suites))]
     hist = history_view(summary, db_path, drift) if has_history else None
     script, script_hash = _script()
@@ -342,11 +515,20 @@ def render_html(
     ]
     env = _template_env()
     env.filters["fingerprint"] = fingerprint_text
+    env.filters["gid"] = glossary_id
+    env.filters["in_glossary"] = lambda m: _glossary_key(m) in GLOSSARY
     html = env.get_template("report.html.j2").render(
         s=summary,
         endpoints=endpoints,
         columns=VERDICT_COLUMNS,
-        rows=verdict_rows(summary, gate),
+        shown_columns=shown,
+        hidden_columns=hidden,
+        column_index=column_index,
+        rows=rows,
+        headlines=headlines(summary, verdicts),
+        marks=VERDICT_MARKS,
+        alpha=(policy.verdict or VerdictPolicy()).alpha,
+        glossary=GLOSSARY,
         gate=gate,
         policy=policy,
         sections=sections,

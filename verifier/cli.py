@@ -167,6 +167,8 @@ def _print_summary(outcome: Any) -> None:
                 shown.append(f"{key}={iv.value:.3f} [{_fmt(iv.low)}, {_fmt(iv.high)}] n={iv.n}")
         tag = " (reference)" if r.is_reference else ""
         _out.print(f"  {r.suite} / {r.endpoint}{tag}: " + ("; ".join(shown) or "no headline metric"), markup=False)
+    for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
+        _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"
     if report.exists():
         _out.print(f"report: {report}")

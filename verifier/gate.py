@@ -17,6 +17,13 @@ Policy (TOML)::
     [drift]                    # verifier.drift.DriftSettings: alpha, method, window, min_history, metrics, exclude
     alpha = 0.05
 
+    [verdict]                  # verifier.verdict.VerdictPolicy (docs/verdict.md); absent: the verdict is not gated
+    alpha = 0.05
+    fail_on = ["differs"]      # verdict statuses that fail the gate
+    warn_on = ["inconclusive"]
+    [verdict.margins]          # equivalence margins: proportions in points (0.05 = 5 pts), kl_mean in nats
+    schema_accuracy = 0.05
+
 What the gate judges (``decision``), and why the default is the point estimate:
 
 * ``point`` (default): pass/fail by the point estimate; a pass whose 95% CI still reaches across the threshold
@@ -40,7 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier.drift import DriftReport, DriftSettings
 from verifier.records import Interval
-from verifier.summary_model import RunSummary
+from verifier.summary_model import RunSummary, Verdict
+from verifier.verdict import HEADLINE_METRICS, VerdictPolicy, compute_verdicts
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -162,14 +170,16 @@ class Policy(BaseModel):
     allow_drift: bool = True  # ``drift = false`` in [thresholds] sets this False
     gate: GateSettings = Field(default_factory=GateSettings)
     drift: DriftSettings = Field(default_factory=DriftSettings)
+    verdict: VerdictPolicy | None = None  # None (no [verdict] table): verdicts are reported, not gated
     source: str = "<default>"
 
 
 def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:
     """Validate a parsed TOML policy; every problem raises PolicyError naming ``source`` and the field."""
-    unknown = set(data) - {"thresholds", "gate", "drift"}
+    unknown = set(data) - {"thresholds", "gate", "drift", "verdict"}
     if unknown:
-        raise PolicyError(f"{source}: unknown table [{sorted(unknown)[0]}] (expected [thresholds], [gate], [drift])")
+        raise PolicyError(f"{source}: unknown table [{sorted(unknown)[0]}] "
+                          "(expected [thresholds], [gate], [drift], [verdict])")
     raw = data.get("thresholds", {})
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: [thresholds] must be a table")
@@ -198,7 +208,33 @@ def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:
         drift = DriftSettings.model_validate(data.get("drift", {}))
     except ValidationError as exc:
         raise PolicyError(_pyd_error(source, "drift", exc)) from exc
-    return Policy(thresholds=thresholds, allow_drift=allow_drift, gate=gate, drift=drift, source=source)
+    verdict = _parse_verdict(data["verdict"], source) if "verdict" in data else None
+    return Policy(thresholds=thresholds, allow_drift=allow_drift, gate=gate, drift=drift, verdict=verdict, source=source)
+
+
+_VERDICT_STATUSES = ("consistent", "differs", "inconclusive")
+
+
+def _parse_verdict(raw: Any, source: str) -> VerdictPolicy:
+    """``[verdict]``: margins must name headline metrics, statuses must be verdict statuses (one-line errors)."""
+    if not isinstance(raw, dict):
+        raise PolicyError(f"{source}: [verdict] must be a table")
+    try:
+        vp = VerdictPolicy.model_validate({**raw, "margins": {**VerdictPolicy().margins, **raw.get("margins", {})}})
+    except ValidationError as exc:
+        raise PolicyError(_pyd_error(source, "verdict", exc)) from exc
+    for name, margin in vp.margins.items():
+        if name not in HEADLINE_METRICS:
+            raise PolicyError(f"{source}: [verdict.margins].{name}: not a headline metric "
+                              f"(known: {', '.join(HEADLINE_METRICS)})")
+        if margin <= 0:
+            raise PolicyError(f"{source}: [verdict.margins].{name}: margin must be positive, got {margin!r}")
+    for key in ("fail_on", "warn_on"):
+        for status in getattr(vp, key):
+            if status not in _VERDICT_STATUSES:
+                raise PolicyError(f"{source}: [verdict].{key}: unknown status {status!r} "
+                                  f"(known: {', '.join(_VERDICT_STATUSES)})")
+    return vp
 
 
 def _pyd_error(source: str, table: str, exc: ValidationError) -> str:
@@ -232,6 +268,7 @@ DEFAULT_POLICY = parse_policy(
             "error_rate_max": 0.05,
             "drift": False,
         },
+        "verdict": {"alpha": 0.05, "fail_on": ["differs"], "warn_on": ["inconclusive"]},
     },
     "<default policy>",
 )
@@ -322,6 +359,7 @@ def evaluate(summary: RunSummary, policy: Policy, drift: DriftReport | None = No
         drift_statement=drift.statement if drift is not None else None,
     )
     endpoints = [e for e in summary.endpoints if policy.gate.endpoints == "all" or not e.is_reference]
+    verdicts: dict[str, Verdict] | None = None  # recomputed under this policy's margins (docs/verdict.md)
     for ep in endpoints:
         results = [r for r in summary.results if r.endpoint == ep.name]
         for th in policy.thresholds:
@@ -341,7 +379,16 @@ def evaluate(summary: RunSummary, policy: Policy, drift: DriftReport | None = No
                 )
         if not policy.allow_drift:
             result.checks.append(_drift_check(ep.name, drift))
+        if policy.verdict is not None and not ep.is_reference and ep.name != summary.reference:
+            verdicts = verdicts if verdicts is not None else compute_verdicts(summary, policy.verdict)
+            if ep.name in verdicts:
+                result.checks.append(_verdict_check(verdicts[ep.name], policy.verdict))
     return result
+
+
+def _verdict_check(v: Verdict, vp: VerdictPolicy) -> Check:
+    status: Status = "fail" if v.status in vp.fail_on else "warn" if v.status in vp.warn_on else "pass"
+    return Check(endpoint=v.endpoint, name="verdict", status=status, message=f"{v.status}: {v.headline}")
 
 
 def _drift_check(endpoint: str, drift: DriftReport | None) -> Check:
@@ -378,7 +425,7 @@ def to_junit(result: GateResult) -> str:
     for c in result.checks:
         tc = ET.SubElement(ts, "testcase", classname=c.endpoint, name=c.name, time="0")
         if c.status == "fail":
-            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else "drift").text = c.message
+            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else c.name if c.name == "verdict" else "drift").text = c.message
         elif c.status == "skip":
             ET.SubElement(tc, "skipped", message=c.message)
         elif c.status == "warn":

@@ -501,6 +501,7 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
             fingerprints=fingerprints,
             settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
                                                     "retries": progress.retries, "resumed": progress.resumed}})
+        summary.verdicts = _verdicts(summary)
         write_summary(run_dir, summary)
         manifest.finished_at = finished
         manifest.status = "failed" if failures else "completed"
@@ -552,6 +553,17 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
         return int(kind.planned_exchanges(suite, ctx))
     except Exception:  # noqa: BLE001 - an estimate only; the bar then runs without a total
         return 0
+
+
+def _verdicts(summary: RunSummary) -> dict:
+    """Per-candidate verdicts (verifier.verdict, default policy); a bug there is logged, never a lost summary."""
+    try:
+        from verifier.verdict import compute_verdicts
+
+        return compute_verdicts(summary)
+    except Exception:  # noqa: BLE001 - the verdict is derived data; the figures it reads are still written
+        log.exception("verdicts not computed")
+        return {}
 
 
 def write_summary(run_dir: Path, summary: RunSummary) -> None:

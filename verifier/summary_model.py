@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 
 from verifier.records import Interval, SuiteManifest
 
-SCHEMA_VERSION = "1.0"
+#: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none).
+SCHEMA_VERSION = "1.1"
 
 
 class Comparison(BaseModel):
@@ -91,6 +92,50 @@ class InputProblem(BaseModel):
     action: Literal["skipped", "sent"] = "skipped"
 
 
+class MetricEvidence(BaseModel):
+    """One headline metric of a candidate, as the verdict rule judged it (see docs/verdict.md)."""
+
+    metric: str  # "trigger_f1", "schema_accuracy", "task_success", "forced_call_success", "kl_mean"
+    suite: str
+    value: Interval | None = None  # the candidate's own figure
+    difference: Interval  # candidate - reference (trigger_f1: F1 - 1, kl_mean: the KL itself; see basis)
+    basis: str  # how ``difference`` was obtained, e.g. "paired comparison (mcnemar)"
+    test: str | None = None  # the significance test behind ``p_value`` (None: this metric cannot say "differs")
+    p_value: float | None = None
+    p_holm: float | None = None  # Holm-adjusted across this endpoint's headline tests
+    significant: bool = False
+    margin: float | None = None  # equivalence margin from the policy (same unit as ``difference``)
+    p_equivalence: float | None = None  # two one-sided tests: the larger of the two p-values
+    equivalent: bool = False
+    cases_to_settle: int | None = None  # more cases that would likely settle it, if the observed difference holds
+
+
+class FingerprintEvidence(BaseModel):
+    """The KL fingerprint as the verdict read it: which profile, and by how much it beats the reference's."""
+
+    suite: str
+    profile: str  # the closest profile, or "unknown" / "no profiles"
+    distance: float | None = None
+    reference_profile: str
+    reference_distance: float | None = None
+    margin: float
+    names_other: bool = False  # a non-reference profile, ahead of the reference profile by at least ``margin``
+
+
+class Verdict(BaseModel):
+    """Does the candidate serve the reference's model the same way? One answer with the evidence it rests on."""
+
+    endpoint: str
+    reference: str
+    status: Literal["consistent", "differs", "inconclusive"]
+    headline: str  # one sentence a person can paste into a ticket
+    evidence: list[MetricEvidence] = Field(default_factory=list)
+    fingerprint: FingerprintEvidence | None = None
+    alpha: float = 0.05
+    cases_to_settle: int | None = None  # inconclusive only: more cases (per suite) that would likely settle it
+    rule: str = "docs/verdict.md"
+
+
 class RunSummary(BaseModel):
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -104,6 +149,7 @@ class RunSummary(BaseModel):
     input_problems: list[InputProblem] = Field(default_factory=list)
     settings: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
+    verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
 
     def result(self, endpoint: str, suite: str) -> EndpointSuiteResult | None:
         for r in self.results:

@@ -8,6 +8,7 @@ suite kinds; the browser test prefers a real run against the scripted server (se
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -143,3 +144,56 @@ def write_run(run_dir: Path, summary: RunSummary, records: list[ExchangeRecord] 
 
 def summary_json(summary: RunSummary) -> dict:
     return json.loads(summary.model_dump_json())
+
+
+def history_summary(i: int, rng: np.random.Generator, *, shift_at: int | None = None) -> RunSummary:
+    """Night ``i`` of a generated history: headline metrics of three endpoints, computed by ``verifier.stats``
+    from simulated case outcomes. From night ``shift_at`` on, int4-decode's schema accuracy drops 0.97 -> 0.80."""
+    n = 200
+    started = (datetime(2025, 1, 1, 2, tzinfo=UTC) + timedelta(days=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    eps = [EndpointInfo(name="ref", base_url="builtin:tiny", is_reference=True),
+           EndpointInfo(name="fp8-kv", base_url="builtin:tiny?kv=fp8"),
+           EndpointInfo(name="int4-decode", base_url="builtin:tiny?decode_weights=int4")]
+    suites = [SuiteManifest(name="toolcall-core", version="1", kind="toolcall", case_count=n, content_hash="a" * 64),
+              SuiteManifest(name="logprob-core", version="1", kind="logprob", case_count=40, content_hash="c" * 64)]
+    ref_schema = rng.random(n) < 0.97
+    results = []
+    for e in eps:
+        p = 0.80 if e.name == "int4-decode" and shift_at is not None and i >= shift_at else 0.97
+        schema = ref_schema if e.is_reference else rng.random(n) < p
+        tc = EndpointSuiteResult(endpoint=e.name, suite="toolcall-core", kind="toolcall", is_reference=e.is_reference,
+                                 metrics={"schema_accuracy": _rate(schema)})
+        lp = EndpointSuiteResult(endpoint=e.name, suite="logprob-core", kind="logprob", is_reference=e.is_reference)
+        if not e.is_reference:
+            agree = rng.random(n) < 0.985
+            tc.metrics["trigger_f1"] = Interval(value=float(agree.mean()), low=float(agree.mean()) - 0.02,
+                                                high=min(1.0, float(agree.mean()) + 0.01), n=n, method="bootstrap")
+            tc.comparisons["schema_accuracy"] = Comparison(
+                metric="schema_accuracy", difference=stats.newcombe_paired_diff(list(ref_schema), list(schema)),
+                p_value=stats.mcnemar(list(ref_schema), list(schema)), test="mcnemar")
+            kl = np.abs(rng.normal(0.0, 0.003 if e.name == "fp8-kv" else 0.03, size=200))
+            lp.metrics["kl_mean"] = stats.bootstrap_mean(list(kl), n_boot=100)
+            lp.extra["fingerprint"] = {"verdict": e.name, "distance": 0.05,
+                                       "ranking": [[e.name, 0.05], ["bf16", 3.0]], "indistinguishable_from": []}
+        results += [tc, lp]
+    return RunSummary(run_id=f"night-{i:04d}", started_at=started, finished_at=started, verifier_version="0.1.0",
+                      reference="ref", endpoints=eps, suites=suites, results=results,
+                      fingerprints={r.endpoint: r.extra["fingerprint"] for r in results if "fingerprint" in r.extra})
+
+
+def build_history(root: Path, runs: int, *, shift_at: int | None = None, folders: int = 3) -> Path:
+    """A history database of ``runs`` generated nights; the last ``folders`` runs also get a run folder with a
+    real report (so the dashboard can link them and read their verdicts). Returns the database path."""
+    from reports.render import render_report
+    from verifier.history import index_summary
+
+    db = root / "history.sqlite"
+    rng = np.random.default_rng(7)
+    for i in range(runs):
+        s = history_summary(i, rng, shift_at=shift_at)
+        run_dir = None
+        if i >= runs - folders:
+            run_dir = write_run(root / "runs" / s.run_id, s)
+            render_report(run_dir)
+        index_summary(s, db, run_dir=run_dir)
+    return db

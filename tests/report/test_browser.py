@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.report.cdp import Browser, chromium_path
-from tests.report.fixtures import make_summary, write_run
+from tests.report.fixtures import build_history, make_summary, write_run
+from verifier.summary_model import EndpointInfo, RunSummary
 
 pytestmark = [
     pytest.mark.browser,
@@ -52,11 +53,29 @@ def _real_run(tmp: Path) -> Path:
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from reports.render import render_report
 
+    from reports.dashboard import render_dashboard
+    from tests.report.test_render import _many_disagreements
+
     tmp = tmp_path_factory.mktemp("browser")
     real = _real_run(tmp)
     summary, records = make_summary()
     fixture = write_run(tmp / "fixture-run", summary, records)
-    return {"real-run": real / "report.html", "fixture": render_report(fixture)}
+    six = write_run(tmp / "six-endpoints", _six_endpoints(make_summary()[0]))
+    big_summary, big_records = make_summary(n=2000)
+    big = write_run(tmp / "big-run", _many_disagreements(big_summary, 600), big_records)
+    db = build_history(tmp / "history", 120, shift_at=110, folders=2)
+    return {"real-run": real / "report.html", "fixture": render_report(fixture), "six": render_report(six),
+            "big": render_report(big), "dashboard": render_dashboard(db, tmp / "history" / "dashboard.html")}
+
+
+def _six_endpoints(summary: RunSummary) -> RunSummary:
+    """The fixture run with three more candidates (copies of the two under longer names): six endpoints."""
+    extra = [("fp8-kv", "provider-a-fp8-kv-cache-eu-west"), ("int4-decode", "provider-b-int4-decode-weights"),
+             ("fp8-kv", "provider-c-us-east-1-serving")]
+    for src, name in extra:
+        summary.endpoints.append(EndpointInfo(name=name, base_url=f"http://127.0.0.1:9/{name}", model="verifier-tiny"))
+        summary.results += [r.model_copy(update={"endpoint": name}, deep=True) for r in summary.results if r.endpoint == src]
+    return summary
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +96,7 @@ PAGE_STATE = """(() => {
   return {
     pwned: window.__pwned === undefined ? null : window.__pwned,
     title: document.title,
-    verdictRows: document.querySelectorAll('#verdict-table tbody tr').length,
+    verdictRows: document.querySelectorAll('#verdict-table thead th[data-endpoint]').length,
     charts,
     images: document.images.length,
     scripts: document.scripts.length,
@@ -89,6 +108,7 @@ PAGE_STATE = """(() => {
 
 @pytest.mark.parametrize("which", ["real-run", "fixture"])
 def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: str) -> None:
+    browser.send("Emulation.setDeviceMetricsOverride", width=1366, height=768, deviceScaleFactor=1, mobile=False)
     path = reports[which]
     url = path.resolve().as_uri()
     browser.events.clear()
@@ -182,3 +202,90 @@ def test_detectors_catch_an_injected_leak(browser: Browser, reports: dict[str, P
     state, requests, _ = _open(browser, bare)
     assert state["pwned"] == 5
     assert "http://127.0.0.1:9/leak.png" in requests
+
+
+LAYOUT = """(() => {
+  const box = el => el ? el.getBoundingClientRect() : null;
+  const table = document.getElementById('verdict-table');
+  const firstTable = document.querySelector('table');
+  const heads = [...document.querySelectorAll('#headlines li.headline')];
+  return {
+    pageWidth: document.documentElement.scrollWidth,
+    viewport: window.innerWidth,
+    tableWidth: table ? table.scrollWidth : null,
+    tableBox: table ? table.parentElement.clientWidth : null,
+    headlines: heads.map(h => ({status: h.dataset.status, right: box(h).right, text: h.textContent.trim()})),
+    headlinesAboveTables: heads.length > 0 && box(heads[heads.length - 1]).bottom <= box(firstTable).top,
+    charts: [...document.querySelectorAll('figure.chart svg')].map(s => box(s).width > 50 && box(s).height > 50),
+  };
+})()"""
+
+
+def _load(browser: Browser, path: Path, width: int) -> tuple[dict, float, list, list[str]]:
+    """Open ``path`` at ``width`` px: layout facts, seconds to the load event, console errors, other requests."""
+    import time
+
+    browser.send("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=width < 600)
+    url = path.resolve().as_uri()
+    browser.events.clear()
+    t0 = time.monotonic()
+    browser.send("Page.navigate", url=url)
+    browser.wait_for("Page.loadEventFired")
+    load_s = time.monotonic() - t0
+    browser.drain(0.5)
+    errors = [e for e in browser.events if e["method"] == "Runtime.exceptionThrown"
+              or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+              or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+    requests = [e["params"]["request"]["url"] for e in browser.events if e["method"] == "Network.requestWillBeSent"]
+    return browser.evaluate(LAYOUT), load_s, errors, [u for u in requests if u != url]
+
+
+def _shot(browser: Browser, name: str, width: int) -> None:
+    import base64
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = browser.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": width, "height": 1600, "scale": 1})
+    (ARTIFACTS / f"{name}-{width}.png").write_bytes(base64.b64decode(shot["data"]))
+
+
+@pytest.mark.parametrize("which", ["real-run", "fixture", "six"])
+def test_headlines_and_verdict_table_fit_laptop_and_phone(browser: Browser, reports: dict[str, Path], which: str) -> None:
+    """Headlines first; at 1280 px nothing scrolls sideways (six endpoints included); at 390 px the headlines wrap
+    inside the screen and the verdict table fits its box up to four endpoints."""
+    for width in (1280, 390):
+        state, _, errors, requests = _load(browser, reports[which], width)
+        _shot(browser, f"report-{which}", width)
+        assert not errors and not requests
+        assert state["headlinesAboveTables"], "a table is drawn before the headlines end"
+        assert [h["status"] for h in state["headlines"]][0] == "reference"
+        assert all(h["right"] <= width for h in state["headlines"]), state["headlines"]
+        assert state["pageWidth"] <= width, f"page scrolls sideways at {width} px: {state['pageWidth']}"
+        if width == 1280 or which != "six":
+            assert state["tableWidth"] <= state["tableBox"], f"verdict table scrolls at {width} px: {state}"
+    assert len(state["headlines"]) == {"real-run": 2, "fixture": 3, "six": 6}[which]
+
+
+def test_two_thousand_case_report_opens_fast(browser: Browser, reports: dict[str, Path]) -> None:
+    path = reports["big"]
+    assert path.stat().st_size < 3_000_000
+    times = []
+    for _ in range(3):
+        state, load_s, errors, requests = _load(browser, path, 1280)
+        times.append(load_s)
+    assert not errors and not requests and state["pageWidth"] <= 1280
+    assert sorted(times)[1] < 2.0, f"median load {sorted(times)[1]:.2f} s"
+
+
+def test_dashboard_in_chromium(browser: Browser, reports: dict[str, Path]) -> None:
+    path = reports["dashboard"]
+    assert path.stat().st_size < 5_000_000
+    for width in (1280, 390):
+        state, _, errors, requests = _load(browser, path, width)
+        _shot(browser, "dashboard", width)
+        assert not errors, errors
+        assert requests == [], "the dashboard made a network request"
+        assert state["pageWidth"] <= width
+        assert state["charts"] and all(state["charts"])
+    pwned = browser.evaluate("window.__pwned === undefined")
+    assert pwned

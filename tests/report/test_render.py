@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html as html_lib
 import json
 import re
 from html.parser import HTMLParser
@@ -14,6 +15,8 @@ import pytest
 from reports.render import VERDICT_COLUMNS, render_report
 from tests.report.fixtures import HOSTILE_REPLY, make_summary, write_run
 from verifier.history import index_summary
+from verifier.records import Interval
+from verifier.summary_model import Disagreement, RunSummary, Series
 
 
 class _Collect(HTMLParser):
@@ -48,35 +51,58 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, _Coll
     return run, html, p
 
 
-def test_verdict_table_has_one_row_per_endpoint_and_every_column(rendered) -> None:
-    _, html, p = rendered
+def _verdict_table(html: str) -> str:
     table = re.search(r'<table class="verdict" id="verdict-table">(.*?)</table>', html, re.S)
     assert table, "verdict table missing"
-    body = table.group(1)
-    assert len(re.findall(r"<tr class=\"(reference|candidate)\"", body)) == 3
-    for _, head in VERDICT_COLUMNS:
-        assert f"<th>{head}</th>" in body
-    # a failing candidate is marked fail (int4-decode: schema accuracy ~0.83 < 0.95)
-    int4 = re.search(r'data-endpoint="int4-decode">(.*?)</tr>', body, re.S).group(1)
-    assert '<span class="mark fail">fail</span>' in int4
+    return table.group(1)
 
 
-def test_absent_metric_is_not_measured_never_zero(rendered) -> None:
+def test_headlines_come_first_one_line_per_endpoint(rendered) -> None:
+    run, html, _ = rendered
+    body = html[html.index("<body>"):]
+    assert body.index('id="headlines"') < body.index("<table"), "a table comes before the headlines"
+    lines = re.findall(r'<li class="headline (\w+)" data-endpoint="([^"]+)" data-status="\w+">'
+                       r'<span class="vmark \w+">([^<]+)</span> <span class="htext">([^<]+)</span>', html)
+    assert [(s, e) for s, e, _, _ in lines][0] == ("reference", "ref")
+    from reports.render import VERDICT_MARKS
+    from verifier.verdict import compute_verdicts
+
+    summary, _ = make_summary()
+    verdicts = compute_verdicts(summary)
+    assert {e: (s, m, html_lib.unescape(t)) for s, e, m, t in lines[1:]} == {
+        e: (v.status, VERDICT_MARKS[v.status], v.headline) for e, v in verdicts.items()}
+    assert verdicts["int4-decode"].status == "differs"  # schema accuracy 0.90 against 0.99 on 120 paired cases
+
+
+def test_verdict_table_is_pivoted_one_column_per_endpoint(rendered) -> None:
     _, html, _ = rendered
-    table = re.search(r'id="verdict-table">(.*?)</table>', html, re.S).group(1)
-    rows = re.findall(r"<tr class=\"(?:reference|candidate)\".*?</tr>", table, re.S)
-    cache_col = [h for _, h in VERDICT_COLUMNS].index("Cache hit rate") + 2  # endpoint + gate columns first
-    for row in rows:
-        cells = re.findall(r"<td.*?</td>", row, re.S)
-        assert "not measured" in cells[cache_col]
-        assert "0.0%" not in cells[cache_col]
+    body = _verdict_table(html)
+    heads = re.findall(r'<th class="(?:reference|candidate)" data-endpoint="([^"]+)"', body)
+    assert heads == ["ref", "fp8-kv", "int4-decode"]
+    metric_rows = re.findall(r'<tr data-metric="([^"]+)">', body)
+    # cache hit rate is not measured by any endpoint: one line under the table, no row of "not measured"
+    assert metric_rows == [k for k, _ in VERDICT_COLUMNS if k != "cache_hit_rate"]
+    assert "Not measured for any endpoint in this run: Cache hit rate." in html
+    int4 = re.search(r'<tr data-metric="schema_accuracy">(.*?)</tr>', body, re.S).group(1)
+    cells = re.findall(r"<td.*?</td>", int4, re.S)
+    assert len(cells) == 3 and '<span class="mark fail">fail</span>' in cells[2]  # 0.90 < 0.95
+    verdict_row = re.search(r'<tr class="vrow">(.*?)</tr>', body, re.S).group(1)
+    assert "yardstick" in verdict_row and verdict_row.count('class="vmark') == 2
 
 
 def test_every_rate_shows_ci_and_n(rendered) -> None:
     _, html, _ = rendered
-    figs = re.findall(r'<span class="fig">[^<]*%', html)
+    figs = re.findall(r'<span class="fig"[^>]*>[^<]*%', html)
     cis = re.findall(r'<span class="n">n=\d+</span>', html)
     assert figs and len(cis) >= len(figs)
+
+
+def test_metric_names_link_to_the_glossary(rendered) -> None:
+    _, html, p = rendered
+    targets = {a["id"] for _, a in p.tags if a.get("id")}
+    links = [a["href"][1:] for t, a in p.tags if t == "a" and a.get("href", "").startswith("#g-")]
+    assert len(links) >= 10 and set(links) <= targets
+    assert "#g-trigger_f1" in html and '<dt id="g-trigger_f1">' in html
 
 
 def test_model_output_is_escaped_text(rendered) -> None:
@@ -136,6 +162,8 @@ def test_disclosure_cards_written_without_secrets(rendered) -> None:
     assert "closest profile: fp8-kv (distance 0.012)" in html
     assert "cache_hit_rate" in card["not_measured"]
     assert card["endpoint"]["api_key_env"] == "PROVIDER_KEY"
+    assert card["verdict"] == "inconclusive" and card["verdict_headline"].startswith("fp8-kv vs ref is inconclusive: ")
+    assert json.loads((run / "disclosure-ref.json").read_text())["verdict"] is None
     for path in [*cards, run / "report.html"]:
         assert "SECRET123" not in path.read_text(), f"credential from the URL leaked into {path.name}"
 
@@ -165,7 +193,58 @@ def test_run_with_no_results_renders_not_measured(tmp_path: Path) -> None:
     summary, _ = make_summary()
     summary.results = []
     html = render_report(write_run(tmp_path / "empty", summary)).read_text()
-    table = re.search(r'id="verdict-table">(.*?)</table>', html, re.S).group(1)
-    assert table.count("not measured") == 3 * len(VERDICT_COLUMNS)
+    table = _verdict_table(html)
+    assert "<tr data-metric=" not in table  # no row of nothing but "not measured"
+    assert "Not measured for any endpoint in this run: " + ", ".join(h for _, h in VERDICT_COLUMNS) in html
+    assert "no headline metric was measured" in html
     assert "No results were scored for this suite." in html
     assert "No disagreements were recorded" in html
+
+
+def _zero_family_and_flat_series(summary: RunSummary) -> RunSummary:
+    for r in summary.results:
+        if r.kind == "logprob" and not r.is_reference:
+            r.metrics.update({f"forced_kl_p{q}": Interval(value=0.0, low=0.0, high=0.0, n=400) for q in (50, 90, 99)})
+            r.metrics["forced_same_top"] = Interval(value=1.0, low=0.99, high=1.0, n=400)
+        if r.kind == "agent":
+            r.series.append(Series(name="task_success_by_horizon", x=[10.0], y=[1.0], x_label="horizon"))
+    return summary
+
+
+def test_zero_families_collapse_and_flat_charts_become_sentences(tmp_path: Path) -> None:
+    summary, records = make_summary()
+    html = render_report(write_run(tmp_path / "z", _zero_family_and_flat_series(summary), records)).read_text()
+    assert "forced_kl_p50" not in re.sub(r'title="[^"]*"', "", html)  # no table row for the family...
+    assert re.search(r'data-family="forced"[^>]*>4 forced_\* metrics: zero \(same top token 100%\) or not measured '
+                     r"for every endpoint\.</p>", html)  # ...one line that says so
+    assert "task success by horizon: ref, fp8-kv, int4-decode: 1 at horizon 10 (a single point" in html
+    assert html.count("<svg ") == len(re.findall(r'data-chart="', html))
+    assert "task_success_by_horizon" not in re.findall(r'data-chart="([^"]+)"', html)
+
+
+def _many_disagreements(summary: RunSummary, per_endpoint: int) -> RunSummary:
+    for r in summary.results:
+        if r.kind == "toolcall" and not r.is_reference:
+            r.disagreements = [Disagreement(case_id=f"tc-{i:04d}", kind="schema", reference='{"city": "Oslo"}' * 8,
+                                            candidate=HOSTILE_REPLY * 3, request_excerpt="x" * 400, detail="d")
+                               for i in range(per_endpoint)]
+    return summary
+
+
+def test_disagreements_capped_per_suite_with_counts(tmp_path: Path) -> None:
+    from reports.render import MAX_DISAGREEMENTS
+
+    summary, records = make_summary()
+    html = render_report(write_run(tmp_path / "d", _many_disagreements(summary, 250), records)).read_text()
+    shown = re.findall(r'<tr data-endpoint="([^"]+)" data-suite="toolcall-core"', html)
+    assert len(shown) == 2 * MAX_DISAGREEMENTS
+    assert f"fp8-kv 250 ({MAX_DISAGREEMENTS} shown), int4-decode 250 ({MAX_DISAGREEMENTS} shown)" in html
+    assert """records.jsonl: <code>jq -c 'select(.suite == "toolcall-core" and .endpoint == "ENDPOINT")'""" in html
+
+
+def test_two_thousand_case_report_stays_small(tmp_path: Path) -> None:
+    """A 2,000-case run with 600 disagreements per candidate and 6,000 latency records: under 3 MB."""
+    summary, records = make_summary(n=2000)
+    out = render_report(write_run(tmp_path / "big", _many_disagreements(summary, 600), records))
+    size = out.stat().st_size
+    assert size < 3_000_000, f"report is {size / 1e6:.2f} MB"

@@ -1,0 +1,249 @@
+"""``verifier history dashboard``: one self-contained page over the whole history database.
+
+Per endpoint: the headline metrics over time with their 95% intervals, drift marks from the same test the gate
+uses (``verifier.drift.detect_drift_points``, each run tested against the runs before it), the verdict and KL
+fingerprint of every run whose folder is known, and a link to that run's report.
+
+Why a page of its own: the run report answers "is tonight's endpoint the reference's model?"; a team watching a
+provider for months asks "when did it change?", which needs every run on one axis. History is read through
+``verifier.history``'s public functions (``load_frame``, ``load_summary``), so a different storage behind them
+(e.g. PostgreSQL) changes nothing here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import sqlite3
+from collections import defaultdict
+from contextlib import closing
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+from pydantic import BaseModel, Field
+
+from reports import charts
+from verifier import history
+from verifier.drift import DriftSettings, detect_drift_points
+from verifier.gate import metric_info
+from verifier.history import HistoryError, MetricPoint, load_frame, load_summary
+from verifier.verdict import HEADLINE_METRICS, compute_verdicts
+
+__all__ = ["DASHBOARD_METRICS", "DashboardRun", "build_dashboard", "render_dashboard"]
+
+#: Headline metrics drawn per endpoint, in order (forced_call_success appears once a suite reports it).
+DASHBOARD_METRICS = list(HEADLINE_METRICS)
+
+
+class DashboardRun(BaseModel):
+    """One run of one endpoint as the dashboard lists it."""
+
+    run_id: str
+    started_at: str
+    report: str | None = None  # link to the run's report.html, when its folder is known and the file exists
+    verdict: str | None = None  # consistent / differs / inconclusive / reference
+    headline: str | None = None
+    fingerprint: str | None = None
+    figures: dict[str, str] = Field(default_factory=dict)  # metric -> "98.5% [92.1, 99.7] n=68"
+    drift: list[str] = Field(default_factory=list)  # "suite/metric" flagged in this run
+
+
+class TrendChart(BaseModel):
+    id: str
+    title: str
+    metric: str
+    svg: str | None = None
+    sentence: str | None = None  # when one or two runs cannot show a trend
+
+
+class EndpointView(BaseModel):
+    name: str
+    is_reference: bool
+    runs: list[DashboardRun]  # newest first
+    charts: list[TrendChart]
+    metrics: list[str] = Field(default_factory=list)  # headline metrics this endpoint has any figure for
+    drift_total: int = 0
+
+
+class DashboardView(BaseModel):
+    db: str
+    run_count: int
+    endpoints: list[EndpointView]
+    drift_statement: str
+    generated_from: str
+
+
+def run_folders(db_path: Path) -> dict[str, Path]:
+    """run_id -> folder as recorded at indexing time.
+
+    ``verifier.history`` publishes no listing of runs yet; this uses ``history.load_runs`` once it exists and
+    otherwise reads the SQLite ``runs`` table read-only. A database it cannot read this way gives no links,
+    never an error: the metrics still draw.
+    """
+    loader = getattr(history, "load_runs", None)
+    if loader is not None:
+        return {r.run_id: Path(r.run_dir) for r in loader(db_path) if getattr(r, "run_dir", None)}
+    try:
+        with closing(sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("SELECT run_id, run_dir FROM runs WHERE run_dir IS NOT NULL").fetchall()
+    except sqlite3.Error:
+        return {}
+    return {run_id: Path(run_dir) for run_id, run_dir in rows}
+
+
+def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: int) -> str:
+    if v is None:
+        return "not measured"
+    pct = metric_info(metric).unit == "%"
+    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.3g}")
+    ci = f" [{f(lo)}, {f(hi)}]" if lo is not None and hi is not None else ""
+    return f"{f(v)}{'%' if pct else ''}{ci} n={n}"
+
+
+def _nan(v: object) -> float | None:
+    return None if v is None or v != v else float(v)  # noqa: PLR0124 - NaN is the only value unequal to itself
+
+
+def _points(db_path: Path) -> list[MetricPoint]:
+    df = load_frame(db_path, basis=None)
+    df = df[df["metric"].isin(DASHBOARD_METRICS)]
+    out = []
+    for r in df.itertuples(index=False):
+        out.append(MetricPoint(run_id=r.run_id, started_at=r.started_at, endpoint=r.endpoint,
+                               is_reference=bool(r.is_reference), suite=r.suite, suite_hash=r.suite_hash, kind=r.kind,
+                               basis=r.basis, metric=r.metric, value=_nan(r.value), ci_low=_nan(r.ci_low),
+                               ci_high=_nan(r.ci_high), n=int(r.n), method=r.method, p_value=_nan(r.p_value)))
+    return out
+
+
+def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> dict[tuple[str, str], list[str]]:
+    """(run_id, endpoint) -> flagged "suite/metric", each run tested against the runs before it."""
+    by_run: dict[str, list[MetricPoint]] = defaultdict(list)
+    for p in points:
+        by_run[p.run_id].append(p)
+    flags: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for run_id, current in by_run.items():
+        report = detect_drift_points(run_id, current, points, settings)
+        for t in report.drifted:
+            label = f"{t.suite}/{t.metric}" + (" (vs reference)" if t.basis == "vs_reference" else "")
+            flags[(run_id, t.endpoint)].append(label)
+    return flags
+
+
+def _link(report: Path, out: Path) -> str:
+    """A relative link when the report sits below the dashboard's folder tree, else a file:// URI."""
+    try:
+        return Path(os.path.relpath(report.resolve(), out.resolve().parent)).as_posix()
+    except ValueError:  # another drive on Windows
+        return report.resolve().as_uri()
+
+
+def build_dashboard(db_path: Path, out: Path, settings: DriftSettings | None = None) -> DashboardView:
+    """Everything the page shows, from the history database (and run folders where known)."""
+    settings = settings or DriftSettings(metrics=DASHBOARD_METRICS)
+    points = _points(db_path)
+    folders = run_folders(db_path)
+    flags = _drift_flags(points, settings)
+    summaries = {}
+    for run_id, folder in folders.items():
+        try:
+            summaries[run_id] = load_summary(folder)
+        except HistoryError:
+            continue  # folder moved or deleted: the run is still drawn from the database, without a verdict
+    verdicts = {run_id: (s.reference, s.verdicts or compute_verdicts(s), s.fingerprints) for run_id, s in summaries.items()}
+
+    endpoints: dict[str, list[MetricPoint]] = defaultdict(list)
+    for p in points:
+        endpoints[p.endpoint].append(p)
+    views = []
+    for e_idx, (name, pts) in enumerate(sorted(endpoints.items())):
+        runs_by_id: dict[str, DashboardRun] = {}
+        for p in sorted(pts, key=lambda p: (p.started_at, p.run_id)):
+            run = runs_by_id.setdefault(p.run_id, DashboardRun(run_id=p.run_id, started_at=p.started_at,
+                                                               drift=flags.get((p.run_id, name), [])))
+            if p.basis == "value":
+                key = p.metric if len({q.suite for q in pts if q.metric == p.metric}) == 1 else f"{p.metric} · {p.suite}"
+                run.figures[key] = _fmt(p.metric, p.value, p.ci_low, p.ci_high, p.n)
+        for run in runs_by_id.values():
+            folder = folders.get(run.run_id)
+            if folder is not None and (folder / "report.html").is_file():
+                run.report = _link(folder / "report.html", out)
+            if run.run_id in verdicts:
+                reference, vs, fps = verdicts[run.run_id]
+                if name == reference:
+                    run.verdict = "reference"
+                elif name in vs:
+                    run.verdict, run.headline = vs[name].status, vs[name].headline
+                fp = fps.get(name)
+                if isinstance(fp, dict) and fp.get("verdict"):
+                    run.fingerprint = str(fp["verdict"])
+        order = list(runs_by_id)  # oldest first
+        index = {r: i for i, r in enumerate(order)}
+        ticks = [runs_by_id[r].started_at[:10] for r in order]
+        chart_list = []
+        for m_idx, metric in enumerate(DASHBOARD_METRICS):
+            mine = [p for p in pts if p.metric == metric and p.basis == "value" and p.value is not None]
+            if not mine:
+                continue
+            lines: dict[str, list[tuple[int, float, float | None, float | None]]] = defaultdict(list)
+            drift_pts: dict[str, list[tuple[int, float]]] = defaultdict(list)
+            for p in mine:
+                lines[p.suite].append((index[p.run_id], float(p.value), p.ci_low, p.ci_high))  # type: ignore[arg-type]
+                if any(f.startswith(f"{p.suite}/{metric}") for f in runs_by_id[p.run_id].drift):
+                    drift_pts[p.suite].append((index[p.run_id], float(p.value)))  # type: ignore[arg-type]
+            cid = f"e{e_idx}-m{m_idx}"
+            title = f"{label(metric)} over time"
+            if max(len(v) for v in lines.values()) < 3:
+                sentence = "; ".join(
+                    f"{suite}: " + ", ".join(f"{_fmt(metric, v, lo, hi, 0).rsplit(' n=', 1)[0]} on {ticks[x]}"
+                                             for x, v, lo, hi in vals)
+                    for suite, vals in lines.items()) + " (fewer than three runs: no trend chart yet)."
+                chart_list.append(TrendChart(id=cid, title=title, metric=metric, sentence=sentence))
+                continue
+            chart_list.append(TrendChart(id=cid, title=title, metric=metric,
+                                         svg=charts.trend_chart(lines, ticks, drift_pts, label(metric), cid)))
+        runs_newest = list(reversed(runs_by_id.values()))
+        measured = [m for m in DASHBOARD_METRICS if any(p.metric == m and p.basis == "value" for p in pts)]
+        views.append(EndpointView(name=name, is_reference=any(p.is_reference for p in pts), runs=runs_newest,
+                                  charts=chart_list, metrics=measured,
+                                  drift_total=sum(len(r.drift) > 0 for r in runs_newest)))
+    views.sort(key=lambda v: (not v.is_reference, v.name))
+    statement = (f"Drift: each run is tested against the {settings.window} runs before it on the same suite content "
+                 f"(at least {settings.min_history} needed), {settings.method.upper() if settings.method == 'bh' else 'Holm'}"
+                 f"-adjusted across that run's headline series at α = {settings.alpha:g}; a red cross marks a flagged run.")
+    return DashboardView(db=str(db_path), run_count=len({p.run_id for p in points}), endpoints=views,
+                         drift_statement=statement, generated_from=str(db_path))
+
+
+def label(metric: str) -> str:
+    """The gate's label for people, or the verdict's name for a metric the gate does not list yet."""
+    known = metric_info(metric).label
+    return known if known != metric else HEADLINE_METRICS.get(metric, metric).capitalize()
+
+
+def _script() -> tuple[str, str]:
+    text = resources.files("reports").joinpath("templates/dashboard.js.j2").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
+    return text, f"'sha256-{digest}'"
+
+
+def render_dashboard(db_path: Path, out: Path, settings: DriftSettings | None = None) -> Path:
+    """Write the dashboard page to ``out`` (atomically) and return its path."""
+    view = build_dashboard(Path(db_path), Path(out), settings)
+    env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    script, script_hash = _script()
+    html = env.get_template("dashboard.html.j2").render(
+        v=view, script=script, labels={m: label(m) for m in DASHBOARD_METRICS},
+        css=resources.files("reports").joinpath("templates/report.css.j2").read_text(encoding="utf-8"),
+        csp=f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {script_hash}; "
+            "base-uri 'none'; form-action 'none'",
+    )
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out

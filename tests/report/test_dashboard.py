@@ -1,0 +1,75 @@
+"""``verifier history dashboard`` on a generated history of 200 nights: trends, drift marks, verdicts, links, size."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.report.fixtures import build_history
+
+RUNS, SHIFT = 200, 185
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    from verifier.cli import app
+
+    root = tmp_path_factory.mktemp("dash")
+    db = build_history(root, RUNS, shift_at=SHIFT)
+    out = root / "site" / "dashboard.html"
+    res = CliRunner().invoke(app, ["history", "dashboard", "--db", str(db), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return root, out, out.read_text(encoding="utf-8")
+
+
+def _section(html: str, endpoint: str) -> str:
+    return re.search(rf'<section id="ep-\d+" class="endpoint" data-endpoint="{re.escape(endpoint)}">(.*?)</section>',
+                     html, re.S).group(1)
+
+
+def test_every_run_every_endpoint_listed_and_small(page) -> None:
+    _, out, html = page
+    assert out.stat().st_size < 5_000_000
+    assert f"{RUNS} runs from" in html
+    for ep in ("ref", "fp8-kv", "int4-decode"):
+        assert len(re.findall(r'<tr data-run="night-\d+">', _section(html, ep))) == RUNS
+    assert html.count("<svg ") == len(re.findall(r'data-chart="', html)) >= 6
+
+
+def test_the_shift_is_marked_as_drift(page) -> None:
+    """int4-decode's schema accuracy drops 17 points from night 185: the drift test flags it, on the right nights."""
+    _, _, html = page
+    int4 = _section(html, "int4-decode")
+    flagged = {int(m) for m in re.findall(
+        r'<tr data-run="night-(\d+)">(?:(?!</tr>).)*?<span class="mark fail" title="[^"]*toolcall-core/schema_accuracy',
+        int4, re.S)}
+    assert SHIFT in flagged  # the first night after the change (its history is still the old level)
+    assert not {n for n in flagged if n < SHIFT - 1}, "flags before the change: false alarms on schema accuracy"
+    before = {int(m) for m in re.findall(r'<tr data-run="night-(\d+)">(?:(?!</tr>).)*?class="mark fail"',
+                                         _section(html, "fp8-kv"), re.S)}
+    assert len(before) <= 0.05 * RUNS  # an unchanged endpoint: false alarms within the drift test's alpha
+
+
+def test_known_folders_link_reports_and_show_verdicts(page) -> None:
+    root, out, html = page
+    links = re.findall(r'<a href="([^"#][^"]*)">(night-\d+)</a>', _section(html, "int4-decode"))
+    assert [r for _, r in links] == [f"night-{i:04d}" for i in (RUNS - 1, RUNS - 2, RUNS - 3)]
+    for href, run in links:
+        assert (out.parent / href).resolve() == (root / "runs" / run / "report.html").resolve()
+    latest = re.search(r'<tr data-run="night-0199">(.*?)</tr>', _section(html, "int4-decode"), re.S).group(1)
+    assert '<span class="vmark differs">' in latest and "<td>int4-decode</td>" in latest
+    older = re.search(r'<tr data-run="night-0100">(.*?)</tr>', _section(html, "int4-decode"), re.S).group(1)
+    assert "vmark" not in older and "href" not in older  # no folder known: no verdict, no link, and nothing invented
+
+
+def test_missing_database_is_one_line_error(tmp_path: Path) -> None:
+    from verifier.cli import app
+
+    res = CliRunner().invoke(app, ["history", "dashboard", "--db", str(tmp_path / "none.sqlite"),
+                                   "--out", str(tmp_path / "d.html")])
+    assert res.exit_code == 2
+    assert res.output.strip() == f"error: {tmp_path / 'none.sqlite'}: no history database here"
+    assert not (tmp_path / "d.html").exists()
