@@ -6,8 +6,8 @@ fingerprint of every run whose folder is known, and a link to that run's report.
 
 Why a page of its own: the run report answers "is tonight's endpoint the reference's model?"; a team watching a
 provider for months asks "when did it change?", which needs every run on one axis. History is read through
-``verifier.history``'s public functions (``load_frame``, ``load_summary``), so a different storage behind them
-(e.g. PostgreSQL) changes nothing here.
+``verifier.history``'s public functions (``load_frame``, ``load_runs``, ``load_summary``), so a SQLite file and a
+PostgreSQL server draw the same page.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import sqlite3
 from collections import defaultdict
-from contextlib import closing
 from importlib import resources
 from pathlib import Path
 
@@ -25,10 +23,9 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from verifier import history
 from verifier.drift import DriftSettings, detect_drift_points
 from verifier.gate import metric_info
-from verifier.history import HistoryError, MetricPoint, load_frame, load_summary
+from verifier.history import DbArg, HistoryError, describe_db, MetricPoint, load_frame, load_runs, load_summary
 from verifier.verdict import HEADLINE_METRICS, compute_verdicts
 
 __all__ = ["DASHBOARD_METRICS", "DashboardRun", "build_dashboard", "render_dashboard"]
@@ -75,22 +72,9 @@ class DashboardView(BaseModel):
     generated_from: str
 
 
-def run_folders(db_path: Path) -> dict[str, Path]:
-    """run_id -> folder as recorded at indexing time.
-
-    ``verifier.history`` publishes no listing of runs yet; this uses ``history.load_runs`` once it exists and
-    otherwise reads the SQLite ``runs`` table read-only. A database it cannot read this way gives no links,
-    never an error: the metrics still draw.
-    """
-    loader = getattr(history, "load_runs", None)
-    if loader is not None:
-        return {r.run_id: Path(r.run_dir) for r in loader(db_path) if getattr(r, "run_dir", None)}
-    try:
-        with closing(sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            rows = conn.execute("SELECT run_id, run_dir FROM runs WHERE run_dir IS NOT NULL").fetchall()
-    except sqlite3.Error:
-        return {}
-    return {run_id: Path(run_dir) for run_id, run_dir in rows}
+def run_folders(db_path: DbArg) -> dict[str, Path]:
+    """run_id -> folder as recorded at indexing time (SQLite or PostgreSQL, through ``history.load_runs``)."""
+    return {r.run_id: Path(r.run_dir) for r in load_runs(db_path) if r.run_dir}
 
 
 def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: int) -> str:
@@ -106,7 +90,7 @@ def _nan(v: object) -> float | None:
     return None if v is None or v != v else float(v)  # noqa: PLR0124 - NaN is the only value unequal to itself
 
 
-def _points(db_path: Path) -> list[MetricPoint]:
+def _points(db_path: DbArg) -> list[MetricPoint]:
     df = load_frame(db_path, basis=None)
     df = df[df["metric"].isin(DASHBOARD_METRICS)]
     out = []
@@ -140,7 +124,7 @@ def _link(report: Path, out: Path) -> str:
         return report.resolve().as_uri()
 
 
-def build_dashboard(db_path: Path, out: Path, settings: DriftSettings | None = None) -> DashboardView:
+def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = None) -> DashboardView:
     """Everything the page shows, from the history database (and run folders where known)."""
     settings = settings or DriftSettings(metrics=DASHBOARD_METRICS)
     points = _points(db_path)
@@ -213,8 +197,8 @@ def build_dashboard(db_path: Path, out: Path, settings: DriftSettings | None = N
     statement = (f"Drift: each run is tested against the {settings.window} runs before it on the same suite content "
                  f"(at least {settings.min_history} needed), {settings.method.upper() if settings.method == 'bh' else 'Holm'}"
                  f"-adjusted across that run's headline series at α = {settings.alpha:g}; a red cross marks a flagged run.")
-    return DashboardView(db=str(db_path), run_count=len({p.run_id for p in points}), endpoints=views,
-                         drift_statement=statement, generated_from=str(db_path))
+    return DashboardView(db=describe_db(db_path), run_count=len({p.run_id for p in points}), endpoints=views,
+                         drift_statement=statement, generated_from=describe_db(db_path))
 
 
 def label(metric: str) -> str:
@@ -229,9 +213,9 @@ def _script() -> tuple[str, str]:
     return text, f"'sha256-{digest}'"
 
 
-def render_dashboard(db_path: Path, out: Path, settings: DriftSettings | None = None) -> Path:
+def render_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = None) -> Path:
     """Write the dashboard page to ``out`` (atomically) and return its path."""
-    view = build_dashboard(Path(db_path), Path(out), settings)
+    view = build_dashboard(db_path, Path(out), settings)
     env = jinja2.Environment(loader=jinja2.PackageLoader("reports", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     script, script_hash = _script()

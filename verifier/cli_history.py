@@ -153,18 +153,17 @@ def report(
 @history_app.command("dashboard")
 def dashboard(
     out: Path = typer.Option(..., "--out", help="Where to write the dashboard page (one self-contained HTML file)."),
-    db: Optional[Path] = _DB_OPT,
+    db: Optional[str] = _DB_OPT,
     policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML whose [drift] table sets the drift test."),
 ) -> None:
     """One page over the whole history: headline metrics over time per endpoint, drift marks, verdicts, report links."""
     from reports.dashboard import DASHBOARD_METRICS, render_dashboard  # lazy: matplotlib only when drawing
 
-    path = db or default_db_path()
     try:
         pol = load_policy(policy) if policy else DEFAULT_POLICY
-        if not path.exists():
-            _die(f"{path}: no history database here")
-        written = render_dashboard(path, out, pol.drift.model_copy(update={"metrics": DASHBOARD_METRICS}))
+        if not history_exists(db):
+            _die(f"{describe_db(db)}: no history database here")
+        written = render_dashboard(db, out, pol.drift.model_copy(update={"metrics": DASHBOARD_METRICS}))
     except (PolicyError, HistoryError) as exc:
         _die(str(exc))
     except OSError as exc:

@@ -276,3 +276,31 @@ def test_password_from_pgpassword_instead_of_the_url(pg_url: str, monkeypatch: p
         index_summary(s, bare)
     monkeypatch.setenv("PGPASSWORD", PG_PASSWORD)
     assert index_summary(s, bare) == len(load_frame(pg_url, basis=None)) > 0
+
+
+def test_dashboard_draws_the_same_page_from_postgres_as_from_sqlite(pg_url: str, tmp_path: Path) -> None:
+    """The dashboard reads runs and metrics through the history API (no SQLite-only query): runs indexed into a
+    PostgreSQL server with their folders get the same report links as in a SQLite file, and the page names the
+    server without its password."""
+    from tests.report.fixtures import build_history
+    from verifier.history import index_summary, load_runs, load_summary
+
+    sqlite_db = build_history(tmp_path, 12, folders=2)
+    for entry in load_runs(sqlite_db):  # copy the same runs, folders included, into the server
+        folder = Path(entry.run_dir) if entry.run_dir else None
+        summary = load_summary(folder) if folder else None
+        if summary is None:
+            continue
+        index_summary(summary, pg_url, run_dir=folder)
+    assert [r.run_dir for r in load_runs(pg_url)] == [r.run_dir for r in load_runs(sqlite_db) if r.run_dir]
+
+    pages = {}
+    for name, db in (("pg", pg_url), ("sqlite", str(sqlite_db))):
+        out = tmp_path / f"{name}.html"
+        res = _invoke(["history", "dashboard", "--db", db, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        pages[name] = out.read_text(encoding="utf-8")
+        assert PG_PASSWORD not in res.output and "s3cr" not in res.output
+    assert PG_PASSWORD not in pages["pg"] and "s3cr" not in pages["pg"]
+    for page in pages.values():
+        assert page.count('<a href="runs/') == 2 * 3  # two known folders, linked in each endpoint's table

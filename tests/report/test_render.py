@@ -80,9 +80,9 @@ def test_verdict_table_is_pivoted_one_column_per_endpoint(rendered) -> None:
     heads = re.findall(r'<th class="(?:reference|candidate)" data-endpoint="([^"]+)"', body)
     assert heads == ["ref", "fp8-kv", "int4-decode"]
     metric_rows = re.findall(r'<tr data-metric="([^"]+)">', body)
-    # cache hit rate is not measured by any endpoint: one line under the table, no row of "not measured"
-    assert metric_rows == [k for k, _ in VERDICT_COLUMNS if k != "cache_hit_rate"]
-    assert "Not measured for any endpoint in this run: Cache hit rate." in html
+    # no endpoint measures forced calls or cache hits here: one line under the table, no rows of "not measured"
+    assert metric_rows == [k for k, _ in VERDICT_COLUMNS if k not in ("forced_call_success", "cache_hit_rate")]
+    assert "Not measured for any endpoint in this run: Forced-call success, Cache hit rate." in html
     int4 = re.search(r'<tr data-metric="schema_accuracy">(.*?)</tr>', body, re.S).group(1)
     cells = re.findall(r"<td.*?</td>", int4, re.S)
     assert len(cells) == 3 and '<span class="mark fail">fail</span>' in cells[2]  # 0.90 < 0.95

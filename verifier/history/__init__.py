@@ -29,8 +29,8 @@ from verifier.history.location import (
     redact_db_text,
     resolve_db,
 )
-from verifier.history.model import HistoryError, MetricPoint
-from verifier.history.queries import load_frame, load_points
+from verifier.history.model import HistoryError, MetricPoint, RunEntry
+from verifier.history.queries import load_frame, load_points, load_runs
 from verifier.history.schema import SCHEMA_VERSION
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "HistoryError",
     "HistoryLocation",
     "MetricPoint",
+    "RunEntry",
     "default_db_path",
     "default_location",
     "describe_db",
@@ -47,6 +48,7 @@ __all__ = [
     "index_summary",
     "load_frame",
     "load_points",
+    "load_runs",
     "load_summary",
     "redact_db_text",
     "resolve_db",

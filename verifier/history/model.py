@@ -33,3 +33,12 @@ class MetricPoint(BaseModel):
     n: int
     method: str | None = None
     p_value: float | None = None
+
+
+class RunEntry(BaseModel):
+    """One indexed run: where its folder was when it was indexed (the dashboard links each run's report)."""
+
+    run_id: str
+    started_at: str
+    finished_at: str | None = None
+    run_dir: str | None = None

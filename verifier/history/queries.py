@@ -16,10 +16,10 @@ from sqlalchemy import select
 
 from verifier.history.engine import connect_for_read
 from verifier.history.location import DbArg, resolve_db
-from verifier.history.model import HistoryError, MetricPoint
-from verifier.history.schema import metrics
+from verifier.history.model import HistoryError, MetricPoint, RunEntry
+from verifier.history.schema import metrics, runs
 
-__all__ = ["load_frame", "load_points"]
+__all__ = ["load_frame", "load_points", "load_runs"]
 
 _COLUMNS = [metrics.c[name] for name in MetricPoint.model_fields]
 _ORDER = [metrics.c.started_at, metrics.c.run_id, metrics.c.endpoint, metrics.c.suite, metrics.c.metric,
@@ -67,3 +67,17 @@ def load_points(db_path: DbArg = None, **filters: str | Sequence[str] | None) ->
     df = load_frame(db_path, **filters)  # type: ignore[arg-type]
     records = json.loads(df.to_json(orient="records"))
     return [MetricPoint.model_validate(r) for r in records]
+
+
+def load_runs(db_path: DbArg = None) -> list[RunEntry]:
+    """Every indexed run, oldest first, on either backend (the dashboard's links to run folders)."""
+    loc = resolve_db(db_path)
+    if not loc.exists():
+        raise HistoryError(f"{loc.display}: no history database here (run `verifier run` or "
+                           f"`verifier history index` first)")
+    stmt = select(runs.c.run_id, runs.c.started_at, runs.c.finished_at, runs.c.run_dir).order_by(
+        runs.c.started_at, runs.c.run_id)
+    with connect_for_read(loc) as (conn, version):
+        rows = conn.execute(stmt).all() if version > 0 else []
+    return [RunEntry(run_id=r.run_id, started_at=r.started_at, finished_at=r.finished_at, run_dir=r.run_dir)
+            for r in rows]
