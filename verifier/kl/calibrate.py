@@ -24,6 +24,7 @@ from typing import Any
 from verifier.endpoints import EndpointConfigError, EndpointSet, from_flags, load_config
 from verifier.kl.fingerprint import (CalibrationEndpoint, KLProfile, ProfileLibrary, checkpoint_sha256,
                                      save_library)
+from verifier.kl.suite import TOP_K
 from verifier.store import RunManifest, StoreError
 from verifier.summary_model import RunSummary
 
@@ -181,7 +182,7 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
         model_sha256=checkpoint_sha256(spec["model"]) if spec else None, suite=man.name, suite_hash=man.content_hash,
         reference=reference_label, run_id=summary.run_id,
         settings={k: v for k, v in {"limit": summary.settings.get("limit"),
-                                    "top_logprobs": (summary.settings.get("options") or {}).get("top_logprobs")}.items()
+                                    "top_logprobs": (summary.settings.get("options") or {}).get("top_logprobs", TOP_K)}.items()
                   if v is not None})
     for me in manifest.endpoints:
         lib.endpoints[me.name] = CalibrationEndpoint(
