@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from verifier.cli import app
 from verifier.kl.fingerprint import KL_FLOOR, read_profile_file
+from verifier.testing.scripted_server import Reply, RequestContext, ScriptedServer
 
 launch = pytest.importorskip("reference_engine.launch")
 tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
@@ -182,3 +183,34 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     toml.write_text('[fingerprint]\nprofile = "x.json"\n[endpoints.a]\nbase_url = "http://127.0.0.1:9/v1"\n')
     code, out, err = _cli(["run", "--config", str(toml), "--out", str(tmp_path / "r3"), "--no-history"])
     assert code == 2 and err.count("\n") == 1 and "[fingerprint] takes one key" in err
+
+
+def _no_logprobs(body: dict, ctx: RequestContext) -> Reply:
+    """A provider that answers every chat and completion request without any logprobs."""
+    if ctx.path.endswith("/completions") and not ctx.path.endswith("/chat/completions"):
+        return Reply(body={"id": "cmpl-1", "object": "text_completion", "model": "scripted-model",
+                           "choices": [{"index": 0, "text": " plain", "finish_reason": "stop"}]})
+    return Reply.text("plain")
+
+
+def test_variant_without_logprobs_is_named_and_the_rest_written(checkpoint: Path, tmp_path: Path) -> None:
+    profiles, run_dir = tmp_path / "profiles.json", tmp_path / "calibration"
+    with launch.start_server(checkpoint) as bf16, launch.start_server(checkpoint, kv_dtype="fp8") as fp8, \
+            ScriptedServer(_no_logprobs) as bare:
+        args = ["fingerprint", "build", "--reference", f"bf16={bf16.base_url}", "--endpoint", f"fp8-kv={fp8.base_url}",
+                "--endpoint", f"bare={bare.base_url}", "--suite", "logprob-smoke", "--limit", "2",
+                "--out", str(profiles), "--quiet"]
+        code, out, err = _cli([*args, "--run-dir", str(run_dir)])
+        print(out, err)
+        assert code == 3 and "no profile for bare: no logprobs" in err and "the other profiles were written" in err
+        first = read_profile_file(profiles).libraries["logprob-smoke"]
+        assert set(first.profiles) == {"bf16", "fp8-kv"}
+        # resuming the finished calibration sends nothing recorded again and rebuilds the same library
+        posts = lambda: sum(1 for method, _, _ in bare.log if method == "POST")  # noqa: E731
+        sent = posts()
+        assert sent > 0
+        code, out, err = _cli(["fingerprint", "build", "--resume", str(run_dir), "--out", str(profiles), "--quiet"])
+        assert code == 3, err
+        assert posts() == sent  # only the preflight's GET /models went out again
+        again = read_profile_file(profiles).libraries["logprob-smoke"]
+        assert again.profiles == first.profiles and again.reference == "bf16"
