@@ -237,6 +237,7 @@ _attach("verifier.cli_suites", "app", "suites", help_text="List suites; import B
 _attach("reference_engine.cli", "serve", "serve", help_text="Serve the built-in reference engine.")
 _attach("verifier.cli_history", "history_app", "history", help_text="Run history and drift.")
 _attach("verifier.cli_history", "gate", "gate", help_text="Pass/fail a run against thresholds.")
+_attach("verifier.cli_fingerprint", "app", "fingerprint", help_text="Calibrate quantization fingerprints from endpoints.")
 
 
 if __name__ == "__main__":

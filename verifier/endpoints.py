@@ -110,6 +110,7 @@ class EndpointSet:
     endpoints: list[EndpointConfig]
     reference: str
     sources: dict[str, str] = field(default_factory=dict)
+    profiles: str | None = None  # [fingerprint] profiles = "FILE" in a TOML file: the run's kl_profiles default
 
     @property
     def candidates(self) -> list[str]:
@@ -233,10 +234,11 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
         raise EndpointConfigError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
     except OSError as e:  # a folder, no permission, ...
         raise EndpointConfigError(f"{path}: cannot read ({e.strerror or e})") from None
-    unknown_top = set(data) - {"reference", "endpoints"}
+    unknown_top = set(data) - {"reference", "endpoints", "fingerprint"}
     if unknown_top:
         raise EndpointConfigError(f"{path}: unknown top-level key(s) {sorted(unknown_top)} "
-                                  "(expected 'reference' and 'endpoints')")
+                                  "(expected 'reference', 'endpoints' and 'fingerprint')")
+    profiles = _fingerprint_profiles(path, data.get("fingerprint"))
     raw = data.get("endpoints")
     items: list[tuple[str, dict]] = []
     if isinstance(raw, dict):
@@ -286,7 +288,16 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
     if reference not in sources:
         raise EndpointConfigError(f"{path}: reference = '{reference}' is not one of the endpoints {list(sources)}")
     configs.sort(key=lambda c: c.name != reference)
-    return EndpointSet(configs, reference, sources)
+    return EndpointSet(configs, reference, sources, profiles=profiles)
+
+
+def _fingerprint_profiles(path: Path, table: Any) -> str | None:
+    """``[fingerprint] profiles = "FILE"``: a profile library (``verifier fingerprint build``), relative to the TOML."""
+    if table is None:
+        return None
+    if not isinstance(table, dict) or set(table) - {"profiles"} or not isinstance(table.get("profiles"), str):
+        raise EndpointConfigError(f'{path}: [fingerprint] takes one key, profiles = "FILE" (a profile library)')
+    return str((path.parent / table["profiles"]) if not Path(table["profiles"]).is_absolute() else table["profiles"])
 
 
 def check_keys(endpoints: EndpointSet) -> None:

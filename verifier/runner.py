@@ -367,6 +367,20 @@ async def _preflight(clients: dict[str, EndpointClient]) -> None:
     raise RunFailed(lines, exit_code=code)
 
 
+def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
+    """``kl_profiles``: from ``--option`` or the TOML's ``[fingerprint]``; a missing or malformed file is an input
+    error now, not a "no profiles" verdict after the whole run."""
+    if endpoints.profiles and "kl_profiles" not in s.options:
+        s.options = {**s.options, "kl_profiles": endpoints.profiles}
+    if s.options.get("kl_profiles"):
+        from verifier.kl.fingerprint import read_profile_file
+
+        try:
+            read_profile_file(Path(str(s.options["kl_profiles"])))
+        except ValueError as e:
+            raise InputError(f"kl_profiles: {e}") from None
+
+
 def execute_run(settings: RunSettings) -> RunOutcome:
     """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines.
 
@@ -403,6 +417,7 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
         check_keys(endpoints)
     except EndpointConfigError as e:
         raise InputError(str(e)) from None
+    _fingerprint_option(s, endpoints)
     options = _kind_options(s)
     loaded = _load_suites(refs, options)
     if manifest is not None:

@@ -10,7 +10,11 @@ written to ``suites/logprob/profiles.json``); a run then compares each candidate
 
 Distance = RMS difference over the features both profiles have (in decades of KL). The closest
 profile wins when its distance is under ``UNKNOWN_DISTANCE``; otherwise the verdict is ``unknown``.
-A library measured on another model or suite version is not used (the verdict says so).
+A library measured on another model or suite version is not used (the verdict says so): the checkpoint's
+sha256 when the reference is the built-in engine, the model id the reference answered with otherwise.
+
+Libraries are calibrated by :mod:`verifier.kl.calibrate` (``verifier fingerprint build`` for any endpoints,
+this module's ``build`` for the built-in engine's variants: the same code pointed at ``builtin:`` URLs).
 """
 
 from __future__ import annotations
@@ -18,13 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 PROFILES_FILE = Path(__file__).resolve().parent.parent.parent / "suites" / "logprob" / "profiles.json"
-KL_FLOOR = 1e-9  # KL below this is "identical" for the log features (an exact A/A gives 0)
+# KL below this is "identical" for the log features. Not 0: two BF16 servers of one checkpoint differ by
+# numerical noise (a prefix-cache hit, another batch shape or thread count) of 1e-6..1e-3 nats at a token, and
+# on a log scale that noise would weigh as much as a quantization. Measured on the engine: an A/A pair through
+# a warm prefix cache gives a decode-path median of 10^-5.9 and a mean of 10^-4.5; FP8 KV and INT4 decode give
+# means of 10^-1.6 and 10^-0.8 (tests/kl/test_fingerprint_endpoints.py prints them).
+KL_FLOOR = 1e-4
 UNKNOWN_DISTANCE = 0.5  # decades of KL, RMS over features
 AMBIGUOUS_MARGIN = 0.1  # another profile within this much of the best one cannot be told apart from it
 QS = (10, 50, 90, 99)
@@ -33,15 +44,36 @@ QS = (10, 50, 90, 99)
 class KLProfile(BaseModel):
     features: dict[str, float] = Field(default_factory=dict)
     n_positions: dict[str, int] = Field(default_factory=dict)
+    methods: dict[str, str] = Field(default_factory=dict)  # path -> logprob method(s) it was measured with
+
+
+class CalibrationEndpoint(BaseModel):
+    """How one variant was served when its profile was measured: enough to reproduce it, never a secret.
+
+    ``source`` has no ``user:password@`` and no credential-like query values; headers keep their names only
+    where the value looked secret (as the run manifest does); keys are named by their env var, never stored.
+    """
+
+    source: str
+    model: str | None = None
+    builtin: dict[str, Any] | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    stream: bool = False
 
 
 class ProfileLibrary(BaseModel):
-    model: str | None = None
+    model: str | None = None  # builtin model name/path, or the model id a URL reference served
     model_sha256: str | None = None  # of model.safetensors: profiles of another checkpoint are not used
+    served_model: str | None = None  # the model id the reference answered with: profiles of another model are not used
     suite: str
     suite_hash: str
     reference: str = "bf16"
     profiles: dict[str, KLProfile] = Field(default_factory=dict)
+    endpoints: dict[str, CalibrationEndpoint] = Field(default_factory=dict)  # variant (and reference) -> settings
+    run_id: str | None = None  # the calibration run folder's id (its records hold every exchange)
+    settings: dict[str, Any] = Field(default_factory=dict)  # run options that shape the features (top_logprobs, limit)
 
 
 class Fingerprint(BaseModel):
@@ -95,13 +127,23 @@ def checkpoint_sha256(model: str | Path) -> str | None:
 
 
 def match(candidate: KLProfile, library: ProfileLibrary | None, *, suite_hash: str | None = None,
-          model_sha256: str | None = None, threshold: float = UNKNOWN_DISTANCE) -> Fingerprint:
+          model_sha256: str | None = None, served_model: str | None = None,
+          threshold: float = UNKNOWN_DISTANCE) -> Fingerprint:
+    """The closest profile of ``library`` to ``candidate``, or a verdict saying why none applies.
+
+    ``served_model`` is the model id this run's reference answered with: profiles calibrated on another model
+    describe another model's sensitivity to quantization and are refused, never silently compared.
+    """
     if library is None or not library.profiles:
         return Fingerprint(verdict="no profiles", reason="no variant profiles measured for this model and suite "
-                                                         "(python -m verifier.kl.fingerprint build)")
+                                                         "(calibrate with: verifier fingerprint build)")
     if model_sha256 is not None and library.model_sha256 is not None and model_sha256 != library.model_sha256:
         return Fingerprint(verdict="no profiles", reason="profiles were measured on another checkpoint; rebuild with "
                                                          "python -m verifier.kl.fingerprint build")
+    if served_model is not None and library.served_model is not None and served_model != library.served_model:
+        return Fingerprint(verdict="no profiles", reason=f"profiles were measured on model '{library.served_model}', "
+                                                         f"this run's reference serves '{served_model}'; calibrate "
+                                                         "this model with: verifier fingerprint build")
     if suite_hash is not None and library.suite_hash != suite_hash:
         return Fingerprint(verdict="no profiles", reason=f"profiles were measured on another version of "
                                                          f"{library.suite} ({library.suite_hash[:12]})")
@@ -124,22 +166,49 @@ class ProfileFile(BaseModel):
 
 
 def load_library(suite: str, path: Path = PROFILES_FILE) -> ProfileLibrary | None:
+    """The library for ``suite`` in the file; None when the file or the suite's entry is absent."""
+    path = Path(path)
     if not path.is_file():
         return None
+    return read_profile_file(path).libraries.get(suite)
+
+
+def read_profile_file(path: Path) -> ProfileFile:
+    """Parse a profile file; a missing or malformed one is a ValueError of one line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such profile file (build one with: verifier fingerprint build ... --out {path})")
     try:
-        return ProfileFile.model_validate_json(path.read_text()).libraries.get(suite)
+        return ProfileFile.model_validate_json(path.read_bytes())
     except ValueError as e:
         raise ValueError(f"{path}: not a profile file ({str(e).splitlines()[0]})") from None
 
 
-def save_library(lib: ProfileLibrary, path: Path = PROFILES_FILE) -> None:
-    pf = ProfileFile.model_validate_json(path.read_text()) if path.is_file() else ProfileFile()
+def save_library(lib: ProfileLibrary, path: Path = PROFILES_FILE) -> ProfileLibrary | None:
+    """Add ``lib`` to the file (one library per suite name); returns the library it replaced, if any.
+
+    Written to a temporary file then renamed, so a kill never leaves half a profile file.
+    """
+    path = Path(path)
+    pf = read_profile_file(path) if path.exists() else ProfileFile()
+    replaced = pf.libraries.get(lib.suite)
     pf.libraries[lib.suite] = lib
-    path.write_text(pf.model_dump_json(indent=2) + "\n")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(pf.model_dump_json(indent=2) + "\n")
+    os.replace(tmp, path)
+    return replaced
+
+
+def reference_model(records: list[Any], reference: str) -> str | None:
+    """The model id the reference answered with (its responses' ``model``), for :func:`match`'s model check."""
+    for r in records:
+        if r.endpoint == reference and isinstance(r.response, dict) and isinstance(r.response.get("model"), str):
+            return r.response["model"]
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# building the library on the built-in engine
+# the built-in engine's variants: the same calibration as ``verifier fingerprint build``, on builtin: URLs
 # ---------------------------------------------------------------------------------------------------------------
 
 VARIANTS = {
@@ -151,33 +220,28 @@ VARIANTS = {
 }
 
 
+def builtin_variant_urls(model: str = "tiny") -> dict[str, str]:
+    """Variant label -> ``builtin:MODEL?OPTIONS`` URL (``bf16`` is the reference)."""
+    return {name: f"builtin:{model}" + (f"?{opts}" if opts else "") for name, opts in VARIANTS.items()}
+
+
 def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | None = None,
                   run_dir: Path | None = None, options: dict | None = None) -> ProfileLibrary:
-    """Run ``suite`` with the BF16 engine as reference and every variant (plus a second BF16) as candidates."""
-    from verifier.endpoints import from_flags
-    from verifier.runner import RunSettings, execute_run
+    """Calibrate the built-in engine's variants: BF16 as reference (and as its own A/A candidate), the rest as
+    candidates, through :func:`verifier.kl.calibrate.calibrate` exactly as URL endpoints would be."""
+    from verifier.kl.calibrate import CalibrationRequest, calibrate
 
-    def url(opts: str) -> str:
-        return f"builtin:{model}" + (f"?{opts}" if opts else "")
-
-    eps = from_flags(f"reference={url('')}", [f"{name}={url(opts)}" for name, opts in VARIANTS.items()])
-    outcome = execute_run(RunSettings(suites=[suite], endpoints=eps, out=run_dir, history=False, render=False,
-                                      display_progress=False, options=dict(options or {})))
-    man = outcome.summary.suites[0]
-    lib = ProfileLibrary(model=model, model_sha256=checkpoint_sha256(model), suite=man.name,
-                         suite_hash=man.content_hash)
-    for r in outcome.summary.results:
-        if r.is_reference or "profile" not in r.extra:
-            continue
-        lib.profiles[r.endpoint] = KLProfile.model_validate(r.extra["profile"])
-    if out is not None:
-        save_library(lib, out)
-    return lib
+    urls = builtin_variant_urls(model)
+    ref_url = urls.pop("bf16")
+    req = CalibrationRequest(reference=f"bf16={ref_url}", variants=[f"{n}={u}" for n, u in urls.items()], suite=suite,
+                             out=out, run_dir=run_dir, options=dict(options or {}))
+    return calibrate(req).library
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m verifier.kl.fingerprint",
-                                 description="Measure KL profiles of the built-in engine's precision variants.")
+                                 description="Measure KL profiles of the built-in engine's precision variants "
+                                             "(for other endpoints: verifier fingerprint build).")
     ap.add_argument("command", choices=["build"])
     ap.add_argument("--model", default="tiny", help="builtin model name or checkpoint path (default: tiny)")
     ap.add_argument("--suite", default="logprob-core")

@@ -17,7 +17,7 @@ import numpy as np
 
 from verifier.kl.align import Interner, LogprobFormatError, TokenTrack, align_tracks, common_prefix
 from verifier.kl.estimator import topk_kl
-from verifier.kl.fingerprint import load_library, make_profile, match
+from verifier.kl.fingerprint import load_library, make_profile, match, reference_model
 from verifier.kl.probe import ProbeResult
 from verifier.kl.stats import KLStats, kl_cdf_series, kl_statistics
 from verifier.records import ExchangeRecord, Interval
@@ -229,6 +229,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
     except ValueError:
         library = None
     ref_sha = _reference_sha(records, reference)
+    ref_model = reference_model(records, reference)
     results: list[EndpointSuiteResult] = []
     for ep in endpoints:
         probe = probes.get(ep)
@@ -299,6 +300,6 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
         profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items()})
         res.extra["profile"] = profile.model_dump()
         res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash,
-                                         model_sha256=ref_sha).model_dump()
+                                         model_sha256=ref_sha, served_model=ref_model).model_dump()
         results.append(res)
     return results
