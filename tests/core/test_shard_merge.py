@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import pytest
 from typer.testing import CliRunner
 
+from kl.toy_lm import ToyLM  # tests/kl: a toy LM whose logprobs are known
 from verifier.cli import app
 from verifier.records import ExchangeRecord
 from verifier.shard import Shard, ShardSpecError, shard_of, shard_suite
@@ -40,6 +41,19 @@ def same_answers(body: dict, ctx: RequestContext) -> Reply:
     return reply
 
 
+class Answers:
+    """Tool-call, agent and cache requests get :func:`same_answers`; logprob requests (legacy completions, chat
+    asking for logprobs) a toy LM with known distributions, so the logprob suite yields real KL figures."""
+
+    def __init__(self, lm: ToyLM) -> None:
+        self.lm = lm
+
+    def __call__(self, body: dict, ctx: RequestContext) -> Reply:
+        if not ctx.path.endswith("/chat/completions") or body.get("logprobs"):
+            return self.lm(body, ctx)
+        return same_answers(body, ctx)
+
+
 def invoke(args: list[str]) -> Any:
     return CliRunner().invoke(app, args, catch_exceptions=False)
 
@@ -56,10 +70,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("shards")
     suite = root / "tc.jsonl"
     suite.write_text("\n".join(CORE.read_text().splitlines()[:24]) + "\n")
-    srv = ScriptedServer(same_answers).start()
+    ref_srv = ScriptedServer(Answers(ToyLM())).start()
+    cand_srv = ScriptedServer(Answers(ToyLM(noise=0.6))).start()  # a "quantized" twin: KL > 0
     try:
         def run(out: str, *more: str) -> Any:
-            args = ["run", "--reference", f"ref={srv.base_url}", "--endpoint", f"cand={srv.base_url}",
+            args = ["run", "--reference", f"ref={ref_srv.base_url}", "--endpoint", f"cand={cand_srv.base_url}",
                     "--suite", str(suite), "--suite", "agent-smoke", "--suite", "cache-smoke",
                     "--suite", "logprob-smoke", "--limit", "24", "--horizon", "10", "--out", str(root / out),
                     "--db", str(root / "history.sqlite"), "--quiet", *more]
@@ -70,10 +85,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         run("whole")
         for i in range(1, N + 1):
             run(f"shard{i}", "--shard", f"{i}/{N}")
-        yield {"root": root, "suite": suite, "srv": srv, "run": run,
+        yield {"root": root, "suite": suite, "run": run,
                "shards": [root / f"shard{i}" for i in range(1, N + 1)]}
     finally:
-        srv.stop()
+        ref_srv.stop()
+        cand_srv.stop()
 
 
 def comparable(summary: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +134,8 @@ def test_sharded_and_merged_run_equals_the_whole_run(runs: dict[str, Any]) -> No
     assert counts[("tc", "cand")]["exchanges"] == 24 and counts[("tc", "cand")]["tool_calls"] > 0
     assert counts[("agent-smoke", "ref")]["trials"] >= 2 and counts[("cache-smoke", "cand")]["sessions"] >= 2
     assert {r["suite"] for r in merged["results"]} == {"tc", "agent-smoke", "cache-smoke", "logprob-smoke"}
+    kl = next(r for r in merged["results"] if r["suite"] == "logprob-smoke" and r["endpoint"] == "cand")
+    assert kl["metrics"]["kl_mean"]["value"] > 0 and kl["metrics"]["kl_mean"]["n"] > 0
 
     # the merged records are the whole run's exchanges with the same answers, each once
     want, got = records(root / "whole"), records(merged_dir)
