@@ -62,6 +62,12 @@ def test_workflow_shape() -> None:
     # keys are handed over as env vars only, never written into the endpoints file
     endpoints_step = next(s for s in _steps() if "endpoints.toml <<" in s.get("run", ""))
     assert "KEY" not in "".join(endpoints_step.get("env", {}).keys())
+    # the suites run as a matrix of shards, joined by `verifier merge` in a job that waits for all of them
+    jobs = data["jobs"]
+    shard_jobs = [n for n, j in jobs.items() if "shard" in (j.get("strategy") or {}).get("matrix", {})]
+    assert shard_jobs and any("--shard" in s.get("run", "") for s in jobs[shard_jobs[0]]["steps"])
+    merge_jobs = [j for j in jobs.values() if any("verifier merge" in s.get("run", "") for s in j["steps"])]
+    assert merge_jobs and shard_jobs[0] in str(merge_jobs[0].get("needs"))
     for path in re.findall(r"--policy\s+(\S+)", text):
         assert (REPO / path).exists(), f"workflow refers to {path}, which is not in the repository"
 
