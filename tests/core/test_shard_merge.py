@@ -234,3 +234,18 @@ def test_merge_refuses_shards_that_do_not_make_one_run(runs: dict[str, Any], tmp
 def test_resume_keeps_the_shard_it_started_with(runs: dict[str, Any]) -> None:
     res = invoke(["run", "--resume", str(runs["shards"][0]), "--shard", "2/3", "--quiet"])
     assert res.exit_code == 2 and "--shard 1/3" in one_line_error(res)
+
+
+def test_endpoint_identity_ignores_builtin_ports_and_pacing_only() -> None:
+    from verifier.merge import _endpoint_identity
+    from verifier.store import ManifestEndpoint
+
+    def ep(**kw: Any) -> dict[str, Any]:
+        base = {"name": "fp8", "source": "builtin:tiny?kv=fp8", "base_url": "http://127.0.0.1:40001/v1", "model": "tiny"}
+        return _endpoint_identity(ManifestEndpoint(**{**base, **kw}))
+
+    # a built-in engine gets a new port each run; rate and concurrency change how fast, not what is asked
+    assert ep() == ep(base_url="http://127.0.0.1:40002/v1") == ep(rate=2.0, concurrency=1)
+    assert ep() != ep(source="builtin:tiny") and ep() != ep(model="other") and ep() != ep(timeout=5.0)
+    url = {"source": "https://a.example/v1", "base_url": "https://a.example/v1"}
+    assert ep(**url) != ep(source="https://b.example/v1", base_url="https://b.example/v1")
