@@ -84,6 +84,8 @@ def run(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Override every endpoint's concurrency."),
     rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="Override every endpoint's rate (req/s)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Run only shard I of N of every suite's cases "
+                                        "(I/N; join the shards with verifier merge)."),
     option: Optional[list[str]] = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
@@ -125,7 +127,7 @@ def run(
         options[key.strip()] = _option_value(raw)
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options, db=db, history=not no_history,
-                           display_progress=False if quiet else None)
+                           display_progress=False if quiet else None, shard=shard)
     try:
         outcome = execute_run(settings)
     except InputError as e:
@@ -142,6 +144,33 @@ def run(
         raise typer.Exit(130)
     for w in outcome.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    _print_summary(outcome)
+    if outcome.problems:
+        for line in outcome.problems[:-1]:
+            print(f"error: {line}", file=sys.stderr)
+        _fail(outcome.problems[-1], 3)
+
+
+@app.command()
+def merge(
+    dirs: list[Path] = typer.Argument(..., help="The run folders of verifier run --shard 1/N ... N/N."),
+    out: Path = typer.Option(..., "--out", help="Folder for the merged run (new or empty)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="History database to index the merged run into."),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not index the merged run into history."),
+) -> None:
+    """Join the folders of a sharded run into one run folder (records, summary, report), without any network."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from verifier.merge import MergeSettings, merge_runs
+
+    try:
+        outcome = merge_runs(MergeSettings(dirs=list(dirs), out=out, db=db, history=not no_history))
+    except InputError as e:
+        _fail(str(e), 2)
+        return
+    for w in outcome.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    _out.print(f"merged shards: {', '.join(m['shard'] for m in outcome.summary.settings.get('merged_from', []))}",
+               markup=False)
     _print_summary(outcome)
     if outcome.problems:
         for line in outcome.problems[:-1]:

@@ -33,6 +33,7 @@ from verifier.endpoints import BuiltinServers, BuiltinStartError, EndpointConfig
 from verifier.progress import Progress
 from verifier.redaction import URL_USERINFO_MASK, redact_url
 from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
+from verifier.shard import Shard, ShardSpecError, shard_suite
 from verifier.store import (LOCK_NAME, ManifestEndpoint, ManifestSuite, RecordStore, RunFolderBusy, RunFolderLock,
                             RunManifest, StoreError, _first_line, display_json)
 from verifier.summary_model import EndpointSuiteResult, InputProblem, RunSummary
@@ -123,6 +124,7 @@ class RunSettings:
     render: bool = True
     display_progress: bool | None = None
     backoff_base: float = 0.5
+    shard: str | None = None  # "I/N": run only this shard's cases of every suite (verifier.shard)
 
 
 @dataclass
@@ -339,6 +341,16 @@ def _kind_options(s: RunSettings) -> dict[str, Any]:
     return {k: v for k, v in opts.items() if v is not None}
 
 
+def _shard(text: str | None) -> Shard | None:
+    """``--shard I/N`` parsed (None when not sharded); a malformed value is an :class:`InputError`."""
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ShardSpecError as e:
+        raise InputError(str(e)) from None
+
+
 def _load_suites(refs: list[str], options: dict[str, Any]) -> list[tuple[str, SuiteKind, Any]]:
     loaded = []
     for ref in refs:
@@ -405,6 +417,10 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
         st = manifest.settings
         s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict", False)
         s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
+        if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
+            raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
+                             f"not {s.shard}")
+        s.shard = st.get("shard")
         refs = [ms.ref for ms in manifest.suites]
     else:
         manifest = None
@@ -418,6 +434,7 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
     except EndpointConfigError as e:
         raise InputError(str(e)) from None
     _fingerprint_option(s, endpoints)
+    shard = _shard(s.shard)
     options = _kind_options(s)
     loaded = _load_suites(refs, options)
     if manifest is not None:
@@ -425,6 +442,8 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
             if ms.manifest.content_hash != suite.manifest.content_hash:
                 raise InputError(f"--resume: suite '{ms.ref}' changed since the run started "
                                  f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
+    if shard is not None:  # after the hash check: the manifest keeps describing the whole suite
+        loaded = [(ref, kind, shard_suite(kind, suite, shard)) for ref, kind, suite in loaded]
     if run_dir is None:
         run_dir = new_run_dir(s.out)
         held.callback(lock_run_dir(run_dir, "--out").release)
@@ -441,6 +460,8 @@ def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcom
     run_id = manifest.run_id if manifest else run_dir.name
     settings_out = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict, "stream": s.stream,
                     "options": s.options}
+    if shard is not None:
+        settings_out["shard"] = shard.label
     try:
         with BuiltinServers(endpoints):
             outcome = asyncio.run(_run_async(s, endpoints, loaded, run_dir, manifest, started, run_id,
@@ -487,51 +508,81 @@ async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[
                 except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
                     log.exception("suite %s failed", ref)
                     failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
-        results: list[EndpointSuiteResult] = []
-        eps = [endpoints.reference, *endpoints.candidates]
-        ok_by_endpoint = {n: [0, 0] for n in eps}
-        for ref, kind, suite in loaded:
-            records = store.read(suite=suite.manifest.name)
-            for r in records:
-                if r.endpoint in ok_by_endpoint:
-                    ok_by_endpoint[r.endpoint][0] += r.ok
-                    ok_by_endpoint[r.endpoint][1] += 1
-            try:
-                results += kind.score(suite, records, endpoints.reference, eps)
-            except Exception as e:  # noqa: BLE001 - a scoring bug is reported, other suites still scored
-                log.exception("scoring %s failed", ref)
-                failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
-        for name, (ok, total) in ok_by_endpoint.items():
-            if total and not ok:
-                failures.append(f"endpoint '{name}': all {total} exchanges failed")
-        duplicate_warnings = _note_duplicates(store, results)
-        finished = _utcnow()
-        # the logprob kind attaches each candidate's quantization fingerprint to its result; the summary
-        # publishes them at the top level, where the report's disclosure cards and CI users look
-        fingerprints = {r.endpoint: r.extra["fingerprint"] for r in results if "fingerprint" in r.extra}
-        summary = RunSummary(
-            run_id=run_id, started_at=started, finished_at=finished, verifier_version=_versions().get("verifier", "0"),
-            reference=endpoints.reference, endpoints=endpoints.info(),
-            suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
-            fingerprints=fingerprints,
+        summary, duplicate_warnings = finish_run(
+            run_dir, manifest, loaded, store, reference=endpoints.reference, candidates=endpoints.candidates,
+            endpoint_info=endpoints.info(), problems=problems, failures=failures,
             settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
                                                     "retries": progress.retries, "resumed": progress.resumed}})
-        summary.verdicts = _verdicts(summary)
-        write_summary(run_dir, summary)
-        manifest.finished_at = finished
-        manifest.status = "failed" if failures else "completed"
-        manifest.write(run_dir)
     outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
+    history = s.history
+    if "shard" in settings_out and history:
+        # a shard's figures cover 1/N of each suite: beside whole runs in history they would read as drift
+        outcome.warnings.append(f"shard {settings_out['shard']} not indexed into history; "
+                                "`verifier merge` indexes the merged run")
+        history = False
+    outcome.warnings += publish(run_dir, history=history, db=s.db, render_report=s.render)
+    return outcome
+
+
+def finish_run(run_dir: Path, manifest: RunManifest, loaded: list[tuple[str, SuiteKind, Any]], store: RecordStore, *,
+               reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
+               failures: list[str], settings: dict[str, Any]) -> tuple[RunSummary, list[str]]:
+    """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
+
+    Shared by ``verifier run`` and ``verifier merge`` (verifier/merge.py), so a merged run is scored by exactly
+    the code that scores a whole one. Appends scoring failures to ``failures``; returns the summary and the
+    duplicate-record warnings.
+    """
+    run_id, started = manifest.run_id, manifest.started_at
+    results: list[EndpointSuiteResult] = []
+    eps = [reference, *candidates]
+    ok_by_endpoint = {n: [0, 0] for n in eps}
+    for ref, kind, suite in loaded:
+        records = store.read(suite=suite.manifest.name)
+        for r in records:
+            if r.endpoint in ok_by_endpoint:
+                ok_by_endpoint[r.endpoint][0] += r.ok
+                ok_by_endpoint[r.endpoint][1] += 1
+        try:
+            results += kind.score(suite, records, reference, eps)
+        except Exception as e:  # noqa: BLE001 - a scoring bug is reported, other suites still scored
+            log.exception("scoring %s failed", ref)
+            failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
+    for name, (ok, total) in ok_by_endpoint.items():
+        if total and not ok:
+            failures.append(f"endpoint '{name}': all {total} exchanges failed")
+    duplicate_warnings = _note_duplicates(store, results)
+    finished = _utcnow()
+    # the logprob kind attaches each candidate's quantization fingerprint to its result; the summary
+    # publishes them at the top level, where the report's disclosure cards and CI users look
+    fingerprints = {r.endpoint: r.extra["fingerprint"] for r in results if "fingerprint" in r.extra}
+    summary = RunSummary(
+        run_id=run_id, started_at=started, finished_at=finished, verifier_version=_versions().get("verifier", "0"),
+        reference=reference, endpoints=endpoint_info,
+        suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
+        fingerprints=fingerprints,
+        settings=settings)
+    summary.verdicts = _verdicts(summary)
+    write_summary(run_dir, summary)
+    manifest.finished_at = finished
+    manifest.status = "failed" if failures else "completed"
+    manifest.write(run_dir)
+    return summary, duplicate_warnings
+
+
+def publish(run_dir: Path, *, history: bool, db: Any, render_report: bool) -> list[str]:
+    """Index the finished run into history, then render report.html; returns warnings (never raises)."""
+    warnings: list[str] = []
     # index first, so the report can chart this run beside the endpoint's history and test drift
     history_db: Any = None
-    if s.history:
-        problems = index_history(run_dir, s.db)
-        outcome.warnings += problems
+    if history:
+        problems = index_history(run_dir, db)
+        warnings += problems
         if not problems:
-            history_db = s.db or _default_db()
-    if s.render:
-        outcome.warnings += render(run_dir, history_db)
-    return outcome
+            history_db = db or _default_db()
+    if render_report:
+        warnings += render(run_dir, history_db)
+    return warnings
 
 
 def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> list[str]:

@@ -60,6 +60,12 @@ def test_workflow_shape() -> None:
     # keys are handed over as env vars only, never written into the endpoints file
     endpoints_step = next(s for s in _steps() if "endpoints.toml <<" in s.get("run", ""))
     assert "KEY" not in "".join(endpoints_step.get("env", {}).keys())
+    # the suites run as a matrix of shards, joined by `verifier merge` in a job that waits for all of them
+    jobs = data["jobs"]
+    shard_jobs = [n for n, j in jobs.items() if "shard" in (j.get("strategy") or {}).get("matrix", {})]
+    assert shard_jobs and any("--shard" in s.get("run", "") for s in jobs[shard_jobs[0]]["steps"])
+    merge_jobs = [j for j in jobs.values() if any("verifier merge" in s.get("run", "") for s in j["steps"])]
+    assert merge_jobs and shard_jobs[0] in str(merge_jobs[0].get("needs"))
     for path in re.findall(r"--policy\s+(\S+)", text):
         assert (REPO / path).exists(), f"workflow refers to {path}, which is not in the repository"
 
@@ -74,9 +80,14 @@ def test_matrix_jobs_write_one_postgres_history() -> None:
     assert verify["env"]["VERIFIER_DB"] == "${{ secrets.VERIFIER_DB }}"
     # each job's run folder (= its run_id in the shared history) is unique per night and provider
     assert "${{ github.run_id }}" in verify["env"]["RUN_DIR"] and "${{ matrix.provider }}" in verify["env"]["RUN_DIR"]
-    run_step = next(s for s in verify["steps"] if "verifier run" in s.get("run", ""))
-    assert '--db "$VERIFIER_DB"' in run_step["run"]
-    assert "matrix.secret" in run_step["env"]["VERIFIER_PROVIDER_KEY"]
+    # each provider's shards run keyless of history; its verify job merges them and indexes the merged run
+    shard_run = next(s for s in jobs["shards"]["steps"] if "verifier run" in s.get("run", ""))
+    assert "--no-history" in shard_run["run"] and "matrix.provider.secret" in shard_run["env"]["VERIFIER_PROVIDER_KEY"]
+    assert [p["name"] for p in jobs["shards"]["strategy"]["matrix"]["provider"]] == [m["provider"] for m in matrix]
+    merge_step = next(s for s in verify["steps"] if "verifier merge" in s.get("run", ""))
+    assert '--db "$VERIFIER_DB"' in merge_step["run"]
+    download = next(s for s in verify["steps"] if s.get("uses", "").startswith("actions/download-artifact@"))
+    assert "${{ matrix.provider }}" in download["with"]["pattern"]  # a provider merges only its own shards
     # a job after the matrix reads everything the matrix wrote from the same database
     history = next(j for j in jobs.values() if j.get("needs") in ("verify", ["verify"]))
     assert history["env"]["VERIFIER_DB"] == "${{ secrets.VERIFIER_DB }}"
