@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from verifier import redaction
 from verifier.records import OPENAI_FINISH_REASONS, Usage
 
 #: wire issues that mean the model's decision cannot be read (a message that is not an object, tool calls that
@@ -73,7 +74,7 @@ def _finish_str(v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
     try:
-        return json.dumps(v, ensure_ascii=False)[:200]
+        return redaction.truncate(json.dumps(v, ensure_ascii=False), 200)  # redact before the cut
     except (TypeError, ValueError, RecursionError):
         return type(v).__name__
 
@@ -250,7 +251,8 @@ class _StreamAccumulator:
             return False
         if "error" in chunk and "choices" not in chunk:
             err = chunk["error"]
-            raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
+            message = str(err.get("message") if isinstance(err, dict) else err)
+            raise _BrokenStream("error event in stream: " + (redaction.truncate(message, 200) or ""))
         usage = chunk.get("usage")
         if usage is not None:
             self.usage = usage

@@ -302,8 +302,9 @@ def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
             name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
             base_url=redact_url(e.base_url) or "", model=e.model,
             api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
-            concurrency=e.concurrency, timeout=e.timeout, stream=e.stream, max_attempts=e.max_attempts,
-            is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
+            concurrency=e.concurrency, timeout=e.timeout, connect_timeout=e.connect_timeout,
+            write_timeout=e.write_timeout, read_timeout=e.read_timeout, max_response_bytes=e.max_response_bytes,
+            stream=e.stream, max_attempts=e.max_attempts, is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
     return out
 
 
@@ -325,8 +326,10 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
         base = me.source if me.source.startswith("builtin:") else me.base_url
         configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
                                       headers=me.headers, extra_body=me.extra_body, rate=me.rate,
-                                      concurrency=me.concurrency, timeout=me.timeout, stream=me.stream,
-                                      max_attempts=me.max_attempts))
+                                      concurrency=me.concurrency, timeout=me.timeout,
+                                      connect_timeout=me.connect_timeout, write_timeout=me.write_timeout,
+                                      read_timeout=me.read_timeout, max_response_bytes=me.max_response_bytes,
+                                      stream=me.stream, max_attempts=me.max_attempts))
         sources[me.name] = me.source
     configs.sort(key=lambda c: c.name != m.reference)
     return EndpointSet(configs, m.reference, sources)

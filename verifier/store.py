@@ -345,6 +345,10 @@ class ManifestEndpoint(BaseModel):
     rate: float | None = None
     concurrency: int = 8
     timeout: float = 120.0
+    connect_timeout: float = 10.0
+    write_timeout: float = 30.0
+    read_timeout: float | None = None
+    max_response_bytes: int = 8 * 1024 * 1024
     stream: bool = False
     max_attempts: int = 5
     is_reference: bool = False

@@ -109,3 +109,20 @@ def test_bad_url_errors_are_one_line_without_credentials():
         else:
             raise AssertionError(f"{url} was accepted")
         assert "\n" not in msg and "Cr3dentialPw" not in msg and "<redacted>@" in msg, msg
+
+
+def test_stream_error_events_and_odd_finish_reasons_are_redacted_before_their_cut():
+    """The stream parser cuts an error event's message and a non-text finish reason at 200 characters: a secret
+    echoed across that mark must not leave its first characters in the record."""
+    import pytest
+
+    from verifier.response_parse import _BrokenStream, _finish_str, _StreamAccumulator
+
+    secret = "StreamErr9Secret4Key"
+    redaction.register(secret)
+    acc = _StreamAccumulator()
+    with pytest.raises(_BrokenStream) as caught:
+        acc.feed('{"error": {"message": "%s%s"}}' % ("m" * 190, secret), 0.0)
+    assert secret[:8] not in str(caught.value) and str(caught.value).endswith("m" * 10 + "***")
+    odd = _finish_str({"reason": "f" * 180 + secret})
+    assert secret[:8] not in odd and "***" in odd

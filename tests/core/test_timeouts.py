@@ -142,3 +142,20 @@ def test_timeout_zero_exits_2_with_one_line(tmp_path):
                              catch_exceptions=False)
     assert res.exit_code == 2
     assert res.stderr.strip() == f"error: {toml}: endpoints.a.timeout: Input should be greater than 0"
+
+
+def test_resume_keeps_every_deadline_and_the_size_cap(tmp_path):
+    """The manifest stores each endpoint's deadlines and response cap, so ``--resume`` without ``--config`` runs
+    the rest of the run under the same limits as its first part (not the defaults)."""
+    from verifier.endpoints import EndpointSet
+    from verifier.records import EndpointConfig
+    from verifier.runner import _endpoints_from_manifest, _manifest_endpoints
+    from verifier.store import RunManifest
+
+    cfg = EndpointConfig(name="ref", base_url="http://127.0.0.1:9/v1", model="m", timeout=7.5, connect_timeout=1.5,
+                         write_timeout=2.5, read_timeout=3.5, max_response_bytes=12345)
+    manifest = RunManifest(run_id="r", started_at="2026-12-06T00:00:00Z", reference="ref",
+                           endpoints=_manifest_endpoints(EndpointSet([cfg], "ref", {"ref": cfg.base_url})), suites=[])
+    manifest.write(tmp_path)
+    back = _endpoints_from_manifest(RunManifest.model_validate_json((tmp_path / "manifest.json").read_text()), None)
+    assert back.get("ref").model_dump() == cfg.model_dump()
