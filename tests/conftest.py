@@ -6,7 +6,17 @@ from typing import Callable, Iterator
 
 import pytest
 
+from verifier import redaction
 from verifier.testing.scripted_server import ScriptedServer
+
+
+@pytest.fixture(autouse=True)
+def _fresh_secret_registry() -> Iterator[None]:
+    """Each test starts with no registered secrets: a secret one test registers (a URL user name, a key) must not
+    mask model output in another test's run, as it would never happen across two ``verifier run`` processes."""
+    redaction.forget_all()
+    yield
+    redaction.forget_all()
 
 
 @pytest.fixture

@@ -102,14 +102,14 @@ def _sent_entries(record: ExchangeRecord) -> list[Any] | None:
 
     Why: the typed record normalises what K2VV reads raw (``null`` arguments become ``""``, an object becomes
     its JSON text, a malformed entry is dropped with a wire issue), and on those inputs K2VV's verdict differs.
-    A streamed reply has no such body: K2VV reassembles deltas into strings too, so the typed calls are used.
+    A streamed reply has no such body: K2VV reassembles deltas into strings too, so the typed calls are used; so are
+    calls the client left out of the stored body because the typed record holds them unchanged.
     """
-    if record.stream or not isinstance(record.response, dict):
-        return None
-    choices = record.response.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
+    choice = None if record.stream else _first_choice(record)
     msg = choice.get("message") if isinstance(choice, dict) else None
     if not isinstance(msg, dict):
+        return None
+    if "tool_calls" not in msg:  # stored once: the client keeps in the body only calls its extraction changed
         return None
     entries = msg.get("tool_calls")
     return entries if isinstance(entries, list) else []
@@ -141,10 +141,32 @@ class K2VVSummary:
         return asdict(self)
 
 
+def answered(record: ExchangeRecord) -> bool:
+    """Whether K2VV's client would have received this exchange as a completion.
+
+    Our client classifies a 200 body of the wrong shape (e.g. a tool-call entry that is not an object) as the
+    provider fault ``malformed_response``; the openai SDK K2VV uses builds its response objects without
+    validation, so K2VV receives such a body as a completion and judges its calls. The K2VV counts follow K2VV.
+    """
+    return record.ok or (record.error_class == "malformed_response" and record.status == 200
+                         and _first_choice(record) is not None)
+
+
+def _first_choice(record: ExchangeRecord) -> dict[str, Any] | None:
+    if not isinstance(record.response, dict):
+        return None
+    choices = record.response.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    return choice if isinstance(choice, dict) else None
+
+
 def finish_reason(record: ExchangeRecord) -> str | None:
     """The finish reason K2VV would have recorded for this exchange (None for a failed one)."""
-    if not record.ok:
+    if not answered(record):
         return None
+    if not record.ok:  # a malformed body K2VV would still have read: its finish reason as sent
+        fr = (_first_choice(record) or {}).get("finish_reason")
+        return fr if isinstance(fr, str) else None
     if record.finish_reason is None and record.stream:
         return "stop"
     return record.finish_reason
@@ -155,7 +177,7 @@ def summarise(records: Iterable[ExchangeRecord], tools_by_case: dict[str, Any]) 
     s = K2VVSummary()
     others: Counter[str] = Counter()
     for r in records:
-        if r.ok:
+        if answered(r):
             s.success_count += 1
         else:
             s.failure_count += 1

@@ -77,7 +77,11 @@ def register_url(url: str | None) -> None:
     user_raw = urllib.parse.unquote(user or "")
     pw_raw = urllib.parse.unquote(password or "")
     token = base64.b64encode(f"{user_raw}:{pw_raw}".encode()).decode()
-    register(user, password, user_raw, pw_raw, token)
+    # The user name alone is not registered: it is no secret, and a common one ("admin", "alice") would be masked
+    # in every model reply that mentions it, corrupting the measurement. URLs are shown with the whole userinfo
+    # masked (redact_url), and "user:password" and the Basic token carry the password.
+    register(password, pw_raw, f"{user}:{password}" if password else None, f"{user_raw}:{pw_raw}" if pw_raw else None,
+             token if pw_raw else None)
 
 
 def register_headers(headers: dict[str, str]) -> None:
@@ -86,6 +90,14 @@ def register_headers(headers: dict[str, str]) -> None:
         if is_secret_header(name) and isinstance(value, str):
             scheme, _, token = value.partition(" ")
             register(value, token.strip() if scheme.lower() in ("bearer", "basic", "token") else None)
+
+
+def forget_all() -> None:
+    """Drop every registered secret. For a process that runs several independent runs (tests, a library user):
+    one run's secrets must not mask another run's model output."""
+    global _secrets, _pattern
+    with _lock:
+        _secrets, _pattern = (), None
 
 
 def secrets_registered() -> int:

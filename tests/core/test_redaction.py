@@ -126,3 +126,12 @@ def test_stream_error_events_and_odd_finish_reasons_are_redacted_before_their_cu
     assert secret[:8] not in str(caught.value) and str(caught.value).endswith("m" * 10 + "***")
     odd = _finish_str({"reason": "f" * 180 + secret})
     assert secret[:8] not in odd and "***" in odd
+
+
+def test_a_url_user_name_alone_is_not_masked_in_model_output():
+    """Only the password (and user:password, the Basic token) of URL userinfo are secrets: a user name such as
+    'alice' must not be masked wherever a model reply mentions it."""
+    redaction.register_url("https://alice:Pw-Only-9f8e7d@api.example/v1")
+    assert redaction.redact("email alice@example.com") == "email alice@example.com"
+    assert redaction.redact("alice:Pw-Only-9f8e7d and Pw-Only-9f8e7d") == "*** and ***"
+    assert redaction.redact_url("https://alice:Pw-Only-9f8e7d@api.example/v1") == "https://<redacted>@api.example/v1"

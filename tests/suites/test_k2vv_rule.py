@@ -231,7 +231,9 @@ def test_k2vv_counts_read_the_body_as_sent(tmp_path: Path, scripted_server) -> N
     summary, recs, res = _run(tmp_path, srv.base_url, suite, "--no-stream")
     assert res.exit_code == 0, res.output
     (r,) = summary.results
-    assert all(rec.ok and rec.finish_reason == "tool_calls" for rec in recs)
+    # our own metrics call the non-object entry a provider fault; K2VV's SDK reads that body as a completion
+    assert {rec.case_id for rec in recs if not rec.ok} == {"malformed_entry_beside_valid_call"}
+    assert all(k2vv_rule.answered(rec) and k2vv_rule.finish_reason(rec) == "tool_calls" for rec in recs)
     for rec in recs:
         assert k2vv_rule.record_valid(rec, list(by_id[rec.case_id].tools)) is by_id[rec.case_id].k2vv_valid, rec.case_id
     assert (r.counts["count_finish_reason_tool_calls"], r.counts["count_successful_tool_call"]) == (6, 2)
