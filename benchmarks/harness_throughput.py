@@ -15,6 +15,10 @@ own process. Modes (``--modes``, comma-separated):
   process timed start to exit. Issue #32's goal: ``verifier-run`` wall time at most 1/3 of this.
 * ``k2vv-style+imports``: the same, plus the imports K2VV's module makes at start whether used or not
   (``transformers.AutoTokenizer``, ``tqdm``): closer to K2VV's real start-up cost.
+* ``k2vv``: K2-Vendor-Verifier's own client, a copy of its ``tool_calls_eval.py`` that you supply with
+  ``--k2vv-script PATH`` (it needs ``openai``, ``jsonschema``, ``megfile``, ``loguru``, ``tqdm``; the project does
+  not ship or depend on it), run as K2VV's README runs it, with ``--concurrency`` the same as ours. This is the
+  baseline issue #32 names; ``k2vv-style`` stands in for it where no copy is at hand.
 * ``verifier``: ``EndpointClient.chat`` alone for every request, each result appended to a RecordStore, timed
   over the loop only (imports and warm-up excluded), with the client's CPU per request;
 * ``openai-sdk``: a bare asyncio loop over ``AsyncOpenAI.chat.completions.create`` (no records written).
@@ -53,9 +57,10 @@ def bodies(n: int) -> list[dict]:
 
 
 def write_suite(path: Path, n: int) -> None:
+    """A K2VV-format file: request bodies only (no ``_meta``: K2VV's client passes every key to the SDK)."""
     with path.open("w") as fh:
-        for i, b in enumerate(bodies(n)):
-            fh.write(json.dumps({**b, "_meta": {"id": f"b{i}"}}) + "\n")
+        for b in bodies(n):
+            fh.write(json.dumps(b) + "\n")
 
 
 async def _k2vv_style(url: str, suite: Path, out: Path, conc: int) -> int:
@@ -130,13 +135,18 @@ async def _k2vv_style(url: str, suite: Path, out: Path, conc: int) -> int:
     return summary["success"]
 
 
-def whole_run(mode: str, url: str, suite: Path, conc: int) -> dict:
+def whole_run(mode: str, url: str, suite: Path, conc: int, k2vv_script: Path | None = None) -> dict:
     """Wall time of one whole run in a fresh process, and how many requests it got answered."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         if mode == "verifier-run":
             cmd = [sys.executable, "-m", "verifier.cli", "run", "--reference", f"bench={url}", "--suite", str(suite),
                    "--concurrency", str(conc), "--out", str(out), "--no-history", "--quiet"]
+        elif mode == "k2vv":
+            out.mkdir()
+            cmd = [sys.executable, str(k2vv_script), str(suite), "--model", "scripted-model", "--base-url", url,
+                   "--api-key", "bench", "--concurrency", str(conc), "--output", str(out / "results.jsonl"),
+                   "--summary", str(out / "summary.json")]
         else:
             cmd = [sys.executable, __file__, "--k2vv-child", url, str(suite), str(out), "--concurrency", str(conc)]
             if mode == "k2vv-style+imports":
@@ -153,7 +163,8 @@ def whole_run(mode: str, url: str, suite: Path, conc: int) -> dict:
             recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
             ok = sum(1 for r in recs if r["status"] == 200 and r["error_class"] is None)
         else:
-            ok = json.loads((out / "summary.json").read_text())["success"]
+            summary = json.loads((out / "summary.json").read_text())
+            ok = summary["success_count"] if mode == "k2vv" else summary["success"]
     return {"mode": mode, "wall_s": wall, "cpu_s": cpu, "ok": ok, "n": sum(1 for _ in suite.open())}
 
 
@@ -230,6 +241,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--modes", default="verifier-run,k2vv-style")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--k2vv-script", type=Path, help="a copy of K2-Vendor-Verifier's tool_calls_eval.py (mode k2vv)")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "URL"), help=argparse.SUPPRESS)
     ap.add_argument("--k2vv-child", nargs=3, metavar=("URL", "SUITE", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--k2vv-module-imports", action="store_true", help=argparse.SUPPRESS)
@@ -255,8 +267,10 @@ def main() -> None:
         write_suite(suite, args.requests)
         for run in range(args.runs):
             for mode in results:
-                if mode in ("verifier-run", "k2vv-style", "k2vv-style+imports"):
-                    r = whole_run(mode, url, suite, args.concurrency)
+                if mode in ("verifier-run", "k2vv", "k2vv-style", "k2vv-style+imports"):
+                    if mode == "k2vv" and not (args.k2vv_script and args.k2vv_script.is_file()):
+                        raise SystemExit("mode k2vv: pass --k2vv-script PATH (K2VV's tool_calls_eval.py)")
+                    r = whole_run(mode, url, suite, args.concurrency, args.k2vv_script)
                     r["req_per_s"] = r["n"] / r["wall_s"]
                     results[mode].append(r)
                     print(f"run {run + 1} {mode:12s} whole run {r['wall_s']:.2f} s  process CPU {r['cpu_s']:.2f} s  "
@@ -284,7 +298,7 @@ def main() -> None:
             if "cpu_ms_per_req" not in v:
                 cpu = f"  process CPU {v['cpu_s']:.2f} s"
             print(f"  {m:12s} wall {v['wall_s']:.2f} s  {v['req_per_s']:.0f} req/s{cpu}")
-        for base in ("k2vv-style", "k2vv-style+imports"):
+        for base in ("k2vv", "k2vv-style", "k2vv-style+imports"):
             if "verifier-run" in med and base in med:
                 ratio = med["verifier-run"]["wall_s"] / med[base]["wall_s"]
                 cpu_ratio = med["verifier-run"]["cpu_s"] / med[base]["cpu_s"]
