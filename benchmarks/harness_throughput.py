@@ -167,9 +167,9 @@ def _sys() -> float:
 
 
 async def _verifier(url: str, n: int, conc: int) -> tuple[float, float, int]:
-    from verifier.client import EndpointClient
+    from verifier.http.client import EndpointClient
     from verifier.records import EndpointConfig, ExchangeRecord
-    from verifier.store import RecordStore
+    from verifier.run.store import RecordStore
 
     cfg = EndpointConfig(name="bench", base_url=url, model="scripted-model", concurrency=conc, max_attempts=3)
     reqs = bodies(n)

@@ -164,11 +164,11 @@ def run_verifier(file: Path, out: Path, reference: str, model: str | None) -> fl
 
 
 def ours_per_record(records_path: Path, suite_path: Path) -> dict[tuple, bool | None]:
-    """Our own code path's per-record verdicts (verifier.k2vv_rule), to compare record by record."""
+    """Our own code path's per-record verdicts (verifier.kinds.toolcall.k2vv_rule), to compare record by record."""
     sys.path.insert(0, str(ROOT))
-    from verifier import k2vv_rule
+    from verifier.kinds.toolcall import k2vv_rule
     from verifier.records import ExchangeRecord
-    from verifier.suite_format import load_jsonl
+    from verifier.kinds.toolcall.suite_format import load_jsonl
 
     cases = {c.id: c for c in load_jsonl(suite_path).cases}
     out: dict[tuple, bool | None] = {}

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from verifier.kl.estimator import exact_kl, topk_from_full, topk_kl
+from verifier.kinds.logprob.estimator import exact_kl, topk_from_full, topk_kl
 
 CASES = Path(__file__).resolve().parent.parent / "suites" / "logprob" / "logprob-core.jsonl"
 
@@ -50,7 +50,7 @@ def main() -> None:
     opts = dict(kv.split("=") for kv in args.variant.split("&") if kv)
     if "kv" in opts:
         opts["kv_dtype"] = opts.pop("kv")
-    from verifier.token_accounting import LocalTokenizer
+    from verifier.kinds.cache.token_accounting import LocalTokenizer
 
     tok = LocalTokenizer(model)
     texts = []

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from verifier.records import Interval
-from verifier.summary_model import Series
+from verifier.run.summary import Series
 
 __all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title", "trend_chart"]
 

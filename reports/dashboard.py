@@ -1,7 +1,7 @@
 """``verifier history dashboard``: one self-contained page over the whole history database.
 
 Per endpoint: the headline metrics over time with their 95% intervals, drift marks from the same test the gate
-uses (``verifier.drift.detect_drift_points``, each run tested against the runs before it), the verdict and KL
+uses (``verifier.history.drift.detect_drift_points``, each run tested against the runs before it), the verdict and KL
 fingerprint of every run whose folder is known, and a link to that run's report.
 
 Why a page of its own: the run report answers "is tonight's endpoint the reference's model?"; a team watching a
@@ -23,10 +23,10 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from verifier.drift import DriftSettings, detect_drift_points
-from verifier.gate import metric_info
+from verifier.history.drift import DriftSettings, detect_drift_points
+from verifier.history.gate import metric_info
 from verifier.history import DbArg, HistoryError, describe_db, MetricPoint, load_frame, load_runs, load_summary
-from verifier.verdict import HEADLINE_METRICS, compute_verdicts
+from verifier.run.verdict import HEADLINE_METRICS, compute_verdicts
 
 __all__ = ["DASHBOARD_METRICS", "DashboardRun", "build_dashboard", "render_dashboard"]
 

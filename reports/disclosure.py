@@ -14,9 +14,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from verifier.gate import GateResult
+from verifier.history.gate import GateResult
 from verifier.records import Interval, SuiteManifest
-from verifier.summary_model import EndpointInfo, RunSummary, Verdict
+from verifier.run.summary import EndpointInfo, RunSummary, Verdict
 
 __all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "redact_url", "safe_filename", "write_cards"]
 

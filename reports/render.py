@@ -23,12 +23,12 @@ from pydantic import BaseModel, Field
 
 from reports import charts
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, redact_url, write_cards
-from verifier.drift import DriftReport, detect_drift
-from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
+from verifier.history.drift import DriftReport, detect_drift
+from verifier.history.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
 from verifier.records import ExchangeRecord, Interval
-from verifier.summary_model import EndpointSuiteResult, RunSummary, Series, Verdict
-from verifier.verdict import VerdictPolicy, compute_verdicts
+from verifier.run.summary import EndpointSuiteResult, RunSummary, Series, Verdict
+from verifier.run.verdict import VerdictPolicy, compute_verdicts
 
 __all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
 
@@ -550,14 +550,14 @@ def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None
     records: list[ExchangeRecord] = []
     manifest = None
     try:
-        from verifier.store import RecordStore, RunManifest
+        from verifier.run.store import RecordStore, RunManifest
 
         if (run_dir / "records.jsonl").exists():
             records = RecordStore(run_dir / "records.jsonl").read()
         if (run_dir / "manifest.json").exists():
             manifest = RunManifest.load(run_dir)
     except ImportError:  # the store is the core's; without it the report still renders from summary.json
-        log.warning("verifier.store unavailable: report rendered without records/manifest details")
+        log.warning("verifier.run.store unavailable: report rendered without records/manifest details")
     html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path)
     write_cards(run_dir, cards)
     out = run_dir / "report.html"

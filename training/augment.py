@@ -204,7 +204,7 @@ def scramble_values(text: str, arguments: dict[str, Any], schema: dict[str, Any]
     redrawn, kept if the pattern still matches. Returns None when nothing could be replaced or the new
     arguments would not validate (the caller keeps the original case).
     """
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.scoring import check_call
 
     replacements: dict[str, str] = {}
     new_args = _scramble_node(arguments, schema, text, rng, replacements)

@@ -28,12 +28,12 @@ from typing import Any
 import httpx
 
 from reference_engine.launch import start_server
-from verifier import stats
-from verifier.agent_runner import Conversation, is_context_error, send_step
-from verifier.client import EndpointClient
+from verifier.stats import intervals as stats
+from verifier.kinds.agent.kind import Conversation, is_context_error, send_step
+from verifier.http.client import EndpointClient
 from verifier.records import EndpointConfig
-from verifier.suite_format import ToolcallCase, load_jsonl, parse_case
-from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
+from verifier.kinds.toolcall.suite_format import ToolcallCase, load_jsonl, parse_case
+from verifier.kinds.toolcall.scoring import args_bfcl_equal, check_call, f1_interval
 
 CORE_SUITE = Path(__file__).resolve().parents[1] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
 
@@ -199,7 +199,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     """Drive each scenario step by step, keeping its context as the verifier's agent runner does.
 
     The system prompt and goal are always sent; when the engine refuses a prompt as longer than the model's
-    context, the oldest turns are dropped and the step is re-sent (``verifier.agent_runner.send_step``, the
+    context, the oldest turns are dropped and the step is re-sent (``verifier.kinds.agent.kind.send_step``, the
     runner's own function; the window learnt from the error is kept for later scenarios, as the runner keeps it
     per endpoint). Why: verifier-tiny was trained on documents of at most 1,024 tokens, cut the same way
     (system, goal, the latest calls), and sending it longer prompts measures positions it never saw, not the

@@ -28,7 +28,7 @@ from typing import Any
 from reference_engine.launch import default_model_path, start_server
 from training.evaluate import (CORE_SUITE, MODEL_ID, REPORTED_AGENT_SEEDS, REPORTED_CASES, failure_breakdown, run_agent,
                                run_toolcall, toolcall_metrics)
-from verifier.suite_format import load_jsonl
+from verifier.kinds.toolcall.suite_format import load_jsonl
 
 #: issue #5's bars, in BF16
 BARS = {"trigger_f1": 0.95, "schema_accuracy": 0.97, "agent_success": 0.9}

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.client import EndpointClient
+from verifier.http.client import EndpointClient
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 
 
 @dataclass

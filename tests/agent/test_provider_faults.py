@@ -12,7 +12,7 @@ from pathlib import Path
 
 from verifier.testing.scripted_agent import OraclePolicy
 from tests.agent.conftest import open_context
-from verifier.agent_runner import AGENT_KIND
+from verifier.kinds.agent.kind import AGENT_KIND
 from verifier.testing.scripted_server import FaultInjector, ScriptedServer
 
 

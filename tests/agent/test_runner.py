@@ -12,7 +12,7 @@ import pytest
 from suites.agent import ENVIRONMENTS, scenario
 from tests.agent.conftest import open_context
 from verifier.testing.scripted_agent import OraclePolicy
-from verifier.agent_runner import AGENT_KIND, AgentOptions
+from verifier.kinds.agent.kind import AGENT_KIND, AgentOptions
 from verifier.testing.scripted_server import Reply, ScriptedServer
 
 
@@ -151,7 +151,7 @@ def test_options_are_validated() -> None:
 
 
 def test_registry_resolves_agent_suites_to_this_kind(tmp_path: Path) -> None:
-    from verifier.suite_registry import load_suite
+    from verifier.run.registry import load_suite
 
     kind, suite = load_suite("agent-smoke", {"trials": 2})
     assert kind is AGENT_KIND and suite.manifest.name == "agent-smoke" and suite.manifest.source == "builtin"
@@ -161,7 +161,7 @@ def test_registry_resolves_agent_suites_to_this_kind(tmp_path: Path) -> None:
 
 
 def test_conversation_trimming_keeps_head_and_latest_turn_with_hysteresis() -> None:
-    from verifier.agent_runner import TRIM_TO, Conversation
+    from verifier.kinds.agent.kind import TRIM_TO, Conversation
 
     s = scenario("tickets", 10)
     conv = Conversation(s, s.make_env().tools())
@@ -182,7 +182,7 @@ def test_conversation_trimming_keeps_head_and_latest_turn_with_hysteresis() -> N
 
 
 def test_context_errors_are_recognised_with_their_sizes() -> None:
-    from verifier.agent_runner import context_error_sizes, is_context_error
+    from verifier.kinds.agent.kind import context_error_sizes, is_context_error
     from verifier.records import Exchange
 
     vllm = Exchange(request_hash="h", status=400, error_class="client_error", error_message=(
@@ -236,7 +236,7 @@ async def test_repeated_or_missing_tool_call_ids_are_made_unique(tmp_path: Path)
 async def test_send_step_resends_at_most_three_times_with_a_narrowing_window() -> None:
     """The trim-and-resend policy that the runner and ``training.evaluate`` share: each context error narrows
     the window and drops turns, and the fourth refusal ends the step with the error, not a fifth send."""
-    from verifier.agent_runner import MAX_CONTEXT_RETRIES, Conversation, send_step
+    from verifier.kinds.agent.kind import MAX_CONTEXT_RETRIES, Conversation, send_step
     from verifier.records import Exchange
 
     conv = Conversation(scenario("tickets", 25, seed=1), tools=[])

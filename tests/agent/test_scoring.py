@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from verifier.agent_scoring import (
+from verifier.kinds.agent.scoring import (
     collect_trials,
     divergence,
     kaplan_meier,
@@ -127,8 +127,8 @@ def test_score_records_metrics_series_and_clustered_comparison() -> None:
 def test_cluster_p_value_matches_the_t_test_on_cluster_means() -> None:
     from scipy import stats as sst
 
-    from verifier.agent_scoring import _cluster_p
-    from verifier.stats import cluster_robust_diff
+    from verifier.kinds.agent.scoring import _cluster_p
+    from verifier.stats.intervals import cluster_robust_diff
 
     # one pair per cluster: CR1 reduces to the paired t test on the differences
     a = [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]

@@ -17,8 +17,8 @@ from scipy import stats as sst
 
 from tests.agent.conftest import open_context
 from verifier.testing.scripted_agent import OraclePolicy
-from verifier.agent_runner import AGENT_KIND
-from verifier.agent_scoring import collect_trials, kaplan_meier
+from verifier.kinds.agent.kind import AGENT_KIND
+from verifier.kinds.agent.scoring import collect_trials, kaplan_meier
 from verifier.testing.scripted_server import ScriptedServer
 
 P = 0.2

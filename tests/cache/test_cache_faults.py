@@ -9,12 +9,12 @@ import asyncio
 from pathlib import Path
 
 from tests.cache.test_cache_suite import CachingServer
-from verifier.cache_suite import CACHE_KIND
-from verifier.client import EndpointClient
-from verifier.progress import Progress
+from verifier.kinds.cache.kind import CACHE_KIND
+from verifier.http.client import EndpointClient
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 from verifier.testing.scripted_server import FaultInjector, ScriptedServer
 
 

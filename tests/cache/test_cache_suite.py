@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from verifier.cache_suite import CACHE_KIND
-from verifier.client import EndpointClient
-from verifier.progress import Progress
+from verifier.kinds.cache.kind import CACHE_KIND
+from verifier.http.client import EndpointClient
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 from verifier.testing.scripted_server import Reply, ScriptedServer
 
 
@@ -103,7 +103,7 @@ def test_bad_session_line(tmp_path: Path) -> None:
 
 
 def test_compare_counts_classes() -> None:
-    from verifier.token_accounting import compare_counts, note
+    from verifier.kinds.cache.token_accounting import compare_counts, note
 
     s = compare_counts([(10, 10), (12, 10), (13, 10), (20, 10), (9, 10)])
     assert (s.n, s.exact, s.within_tolerance, s.over, s.under) == (5, 1, 2, 1, 1)
@@ -115,7 +115,7 @@ def test_compare_counts_classes() -> None:
 def test_token_accounting_against_scripted_overcount(tmp_path: Path) -> None:
     """A server that bills 5 tokens more than the rendered prompt has is caught as over-counting."""
     tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
-    from verifier.token_accounting import LocalTokenizer
+    from verifier.kinds.cache.token_accounting import LocalTokenizer
 
     tok_dir = tmp_path / "tok"
     tok_dir.mkdir()

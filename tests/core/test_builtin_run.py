@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
-from verifier.store import RunManifest
-from verifier.summary_model import RunSummary
+from verifier.run.store import RunManifest
+from verifier.run.summary import RunSummary
 
 
 @pytest.mark.slow

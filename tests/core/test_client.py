@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from verifier.client import EndpointClient, EndpointError, normalize_usage, request_hash
+from verifier.http.client import EndpointClient, EndpointError, normalize_usage, request_hash
 from verifier.records import EndpointConfig
 from verifier.testing.scripted_server import FaultInjector, Reply, body_hash, schema_responder
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.endpoints import EndpointConfigError, check_keys, from_flags, load_config, parse_builtin
+from verifier.http.endpoints import EndpointConfigError, check_keys, from_flags, load_config, parse_builtin
 
 
 def test_default_is_builtin_comparison():

@@ -10,9 +10,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from verifier.endpoints import from_flags
-from verifier.runner import RunSettings, execute_run
-from verifier.store import RecordStore
+from verifier.http.endpoints import from_flags
+from verifier.run.runner import RunSettings, execute_run
+from verifier.run.store import RecordStore
 from verifier.testing.scripted_server import FaultInjector, Reply, schema_responder
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from verifier.records import Exchange, ExchangeRecord
-from verifier.response_parse import (
+from verifier.http.parse import (
     _exchange_defaults,
     _from_completion,
     _StreamAccumulator,
 )
-from verifier.store import parse_record_line, record_line
+from verifier.run.store import parse_record_line, record_line
 
 _ODD_VALUES: list[Any] = [None, {}, [], 7, -1, 2**70, 1.5, float("nan"), True, False, "", "x", "\ud83d", "\ude00x",
                           "tool_calls", [7], [{}], {"a": {}}, [None, 1, "s"], "\x00", "é" * 3, {"index": "0"}]
@@ -233,7 +233,7 @@ def test_every_hostile_reply_of_the_test_server_is_classified():
 
 def test_store_keeps_a_lone_surrogate_and_reopens(tmp_path):
     """Write a record holding ``\\ud83d`` alone, reload the file, reopen it as a resumed run would: same text back."""
-    from verifier.store import RecordStore
+    from verifier.run.store import RecordStore
 
     path = tmp_path / "records.jsonl"
     rec = ExchangeRecord(request_hash="h", kind="toolcall", suite="s", case_id="c1", endpoint="e", status=200,

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from verifier.progress import Progress
+from verifier.run.progress import Progress
 
 
 def test_counts_and_drawing():

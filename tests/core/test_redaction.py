@@ -13,7 +13,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from verifier import redaction
+from verifier.http import redaction
 from verifier.cli import app
 from verifier.testing.scripted_server import Reply
 
@@ -99,7 +99,7 @@ def test_log_records_are_redacted(caplog):
 
 
 def test_bad_url_errors_are_one_line_without_credentials():
-    from verifier.endpoints import EndpointConfigError, from_flags
+    from verifier.http.endpoints import EndpointConfigError, from_flags
 
     for url in ("http://carol:Cr3dentialPw@[::1", "ftp://carol:Cr3dentialPw@host/v1"):
         try:

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from verifier.cli import app
 from verifier.records import ExchangeRecord
-from verifier.store import RunManifest
-from verifier.summary_model import RunSummary
+from verifier.run.store import RunManifest
+from verifier.run.summary import RunSummary
 from verifier.testing.scripted_server import FaultInjector, Reply, schema_responder
 
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
@@ -206,7 +206,7 @@ def test_injected_faults_come_out_as_exact_counts_in_the_summary(tmp_path, scrip
 
 def test_option_flag_parses_json_literals_and_rejects_malformed_pairs() -> None:
     """`--option KEY=VALUE` reaches suite kinds typed (numbers stay numbers, paths stay strings)."""
-    from verifier.cli import _option_value
+    from verifier.cli.main import _option_value
 
     assert _option_value("5") == 5
     assert _option_value("true") is True

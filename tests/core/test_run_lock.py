@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 
 from verifier.cli import app
 from verifier.records import ExchangeRecord
-from verifier.store import LOCK_NAME, RunManifest
-from verifier.summary_model import RunSummary
+from verifier.run.store import LOCK_NAME, RunManifest
+from verifier.run.summary import RunSummary
 from verifier.testing.scripted_server import schema_responder
 
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
@@ -128,7 +128,7 @@ def test_two_resumes_at_once_second_exits_2_naming_the_holder_and_sends_nothing(
 def hold_lock_in_another_process(run_dir: Path) -> subprocess.Popen:
     """A process that takes the folder's lock and sleeps: a writer in the middle of its run, as far as the lock goes."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from verifier.store import RunFolderLock; RunFolderLock(sys.argv[1]).acquire(); "
+        "import sys, time; from verifier.run.store import RunFolderLock; RunFolderLock(sys.argv[1]).acquire(); "
         "print('held', flush=True); time.sleep(60)"), str(run_dir)], stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert holder.stdout.readline().strip() == b"held"
@@ -202,7 +202,7 @@ def test_duplicated_records_score_like_the_deduplicated_folder(tmp_path, scripte
 
 def test_lock_released_by_sigkill_and_held_against_this_process(tmp_path):
     """The lock is the kernel's: a holder killed with -9 frees it at once; a live holder names itself."""
-    from verifier.store import RunFolderBusy, RunFolderLock
+    from verifier.run.store import RunFolderBusy, RunFolderLock
 
     holder = hold_lock_in_another_process(tmp_path)
     try:

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from kl.toy_lm import ToyLM  # tests/kl: a toy LM whose logprobs are known
 from verifier.cli import app
 from verifier.records import ExchangeRecord
-from verifier.shard import Shard, ShardSpecError, shard_of, shard_suite
-from verifier.store import RunManifest
-from verifier.suite_registry import load_suite
+from verifier.run.shard import Shard, ShardSpecError, shard_of, shard_suite
+from verifier.run.store import RunManifest
+from verifier.run.registry import load_suite
 from verifier.testing.scripted_server import RequestContext, Reply, ScriptedServer, schema_responder
 
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
@@ -237,8 +237,8 @@ def test_resume_keeps_the_shard_it_started_with(runs: dict[str, Any]) -> None:
 
 
 def test_endpoint_identity_ignores_builtin_ports_and_pacing_only() -> None:
-    from verifier.merge import _endpoint_identity
-    from verifier.store import ManifestEndpoint
+    from verifier.run.merge import _endpoint_identity
+    from verifier.run.store import ManifestEndpoint
 
     def ep(**kw: Any) -> dict[str, Any]:
         base = {"name": "fp8", "source": "builtin:tiny?kv=fp8", "base_url": "http://127.0.0.1:40001/v1", "model": "tiny"}

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from verifier.records import ExchangeRecord
-from verifier.store import RecordStore, RunManifest, StoreError
+from verifier.run.store import RecordStore, RunManifest, StoreError
 
 
 def rec(case: str, endpoint: str = "a", repeat: int = 0, suite: str = "s", kind: str = "toolcall", **kw) -> ExchangeRecord:

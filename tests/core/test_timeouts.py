@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from tests.core.raw_server import RawRequest, RawServer, completion, http_response
 from verifier.cli import app
-from verifier.client import EndpointClient
-from verifier.endpoints import EndpointConfigError, load_config
+from verifier.http.client import EndpointClient
+from verifier.http.endpoints import EndpointConfigError, load_config
 from verifier.records import EndpointConfig
 
 BODY = {"messages": [{"role": "user", "content": "hi"}]}

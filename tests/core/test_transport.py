@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tests.core.raw_server import RawRequest, RawServer, completion, http_response
-from verifier.client import EndpointClient
-from verifier.http_stack import LibraryTransport, build_client
+from verifier.http.client import EndpointClient
+from verifier.http.stack import LibraryTransport, build_client
 from verifier.records import EndpointConfig
 
 BODY = {"messages": [{"role": "user", "content": "hi"}]}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.report.fixtures import make_summary
-from verifier.gate import (
+from verifier.history.gate import (
     DEFAULT_POLICY,
     PolicyError,
     evaluate,
@@ -16,8 +16,8 @@ from verifier.gate import (
     to_junit,
 )
 from verifier.records import Interval
-from verifier.summary_model import Comparison, EndpointSuiteResult, RunSummary
-from verifier.verdict import VerdictPolicy, compute_verdicts, verdict_for
+from verifier.run.summary import Comparison, EndpointSuiteResult, RunSummary
+from verifier.run.verdict import VerdictPolicy, compute_verdicts, verdict_for
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from verifier.records import ExchangeRecord, ToolCall
-from verifier.suite_format import ToolcallCase, parse_case
-from verifier.toolcall_scoring import score_toolcall
-from verifier.verdict import VerdictPolicy, verdict_for
+from verifier.kinds.toolcall.suite_format import ToolcallCase, parse_case
+from verifier.kinds.toolcall.scoring import score_toolcall
+from verifier.run.verdict import VerdictPolicy, verdict_for
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

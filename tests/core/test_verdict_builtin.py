@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
-from verifier.summary_model import RunSummary
+from verifier.run.summary import RunSummary
 
 
 @pytest.mark.slow

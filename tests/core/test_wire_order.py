@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.core.raw_server import RawRequest, RawServer, completion, http_response
-from verifier.client import EndpointClient, request_hash
+from verifier.http.client import EndpointClient, request_hash
 from verifier.records import EndpointConfig
-from verifier.suite_format import load_jsonl
+from verifier.kinds.toolcall.suite_format import load_jsonl
 
 # deliberately unsorted at every depth: body, messages, tools, function, parameters, properties, enum order
 LINE = ('{"tools":[{"type":"function","function":{"parameters":{"type":"object","required":["zeta","alpha"],'

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from verifier.drift import DriftSettings, adjust_pvalues, detect_drift_points, series_test
+from verifier.history.drift import DriftSettings, adjust_pvalues, detect_drift_points, series_test
 from verifier.history import MetricPoint
-from verifier.stats import wilson
+from verifier.stats.intervals import wilson
 
 ALPHA = 0.05
 N_CASES = 200

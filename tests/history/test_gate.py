@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary, write_run
-from verifier.cli_history import gate
-from verifier.gate import DEFAULT_POLICY, PolicyError, Threshold, evaluate, judge, load_policy, parse_policy, to_markdown
+from verifier.cli.history import gate
+from verifier.history.gate import DEFAULT_POLICY, PolicyError, Threshold, evaluate, judge, load_policy, parse_policy, to_markdown
 from verifier.history import index_summary
 from verifier.records import Interval
 

@@ -12,8 +12,8 @@ import typer
 from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary
-from verifier.cli_history import history_app
-from verifier.drift import DriftSettings, detect_drift
+from verifier.cli.history import history_app
+from verifier.history.drift import DriftSettings, detect_drift
 from verifier.history import (
     SCHEMA_VERSION,
     HistoryError,

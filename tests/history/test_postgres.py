@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 
 from tests.history.conftest import PG_PASSWORD
 from tests.report.fixtures import make_summary, write_run
-from verifier.cli_history import gate, history_app
-from verifier.drift import DriftSettings, detect_drift
+from verifier.cli.history import gate, history_app
+from verifier.history.drift import DriftSettings, detect_drift
 from verifier.history import (
     SCHEMA_VERSION,
     HistoryError,
@@ -36,7 +36,7 @@ from verifier.history import (
     load_points,
     resolve_db,
 )
-from verifier.summary_model import RunSummary
+from verifier.run.summary import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
 

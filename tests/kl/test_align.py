@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from verifier.kl.align import (LogprobFormatError, align_tracks, common_prefix, parse_chat_logprobs,
+from verifier.kinds.logprob.align import (LogprobFormatError, align_tracks, common_prefix, parse_chat_logprobs,
                                parse_legacy_logprobs, parse_vllm_prompt_logprobs)
 
 

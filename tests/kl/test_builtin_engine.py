@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from verifier.cache_suite import CACHE_KIND
-from verifier.client import EndpointClient
-from verifier.kl.suite import LOGPROB_KIND
-from verifier.progress import Progress
+from verifier.kinds.cache.kind import CACHE_KIND
+from verifier.http.client import EndpointClient
+from verifier.kinds.logprob.kind import LOGPROB_KIND
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 
 launch = pytest.importorskip("reference_engine.launch")
 tiny = pytest.importorskip("reference_engine.tiny_checkpoint")

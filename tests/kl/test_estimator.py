@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax, rel_entr
 
-from verifier.kl.estimator import TopK, exact_kl, topk_from_full, topk_kl
+from verifier.kinds.logprob.estimator import TopK, exact_kl, topk_from_full, topk_kl
 
 
 def _pair(n: int, v: int, noise: float, temp: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

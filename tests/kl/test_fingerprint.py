@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier.kl.fingerprint import KLProfile, ProfileLibrary, build_library, make_profile, match
+from verifier.kinds.logprob.fingerprint import KLProfile, ProfileLibrary, build_library, make_profile, match
 
 tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
 
@@ -31,8 +31,8 @@ def test_engine_variants_recognised_as_themselves(tmp_path: Path) -> None:
     opts = {"limit": 4}
     lib = build_library(str(ckpt), "logprob-smoke", profiles, tmp_path / "run1", options=opts)
     assert set(lib.profiles) == {"bf16", "fp8-kv", "int4-weights", "int4-decode", "fp8-kv+int4-decode"}
-    from verifier.endpoints import from_flags
-    from verifier.runner import RunSettings, execute_run
+    from verifier.http.endpoints import from_flags
+    from verifier.run.runner import RunSettings, execute_run
 
     def url(o: str) -> str:
         return f"builtin:{ckpt}" + (f"?{o}" if o else "")

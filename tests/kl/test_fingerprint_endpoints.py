@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
-from verifier.kl.fingerprint import KL_FLOOR, read_profile_file
+from verifier.kinds.logprob.fingerprint import KL_FLOOR, read_profile_file
 from verifier.testing.scripted_server import Reply, RequestContext, ScriptedServer
 
 launch = pytest.importorskip("reference_engine.launch")

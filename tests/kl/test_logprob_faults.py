@@ -10,12 +10,12 @@ import asyncio
 import json
 from pathlib import Path
 
-from verifier.client import EndpointClient
-from verifier.kl.suite import LOGPROB_KIND
-from verifier.progress import Progress
+from verifier.http.client import EndpointClient
+from verifier.kinds.logprob.kind import LOGPROB_KIND
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 from verifier.testing.scripted_server import FaultInjector, Reply, ScriptedServer
 
 from .toy_lm import ToyLM

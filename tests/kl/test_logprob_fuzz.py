@@ -7,7 +7,7 @@ import random
 import time
 
 from tests.core.test_fuzz_parsers import _mutate
-from verifier.kl.align import (
+from verifier.kinds.logprob.align import (
     LogprobFormatError,
     parse_chat_logprobs,
     parse_legacy_logprobs,

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from .toy_lm import ToyLM, _tokens
-from verifier.client import EndpointClient
-from verifier.kl.estimator import exact_kl
-from verifier.kl.suite import LOGPROB_KIND
-from verifier.progress import Progress
+from verifier.http.client import EndpointClient
+from verifier.kinds.logprob.estimator import exact_kl
+from verifier.kinds.logprob.kind import LOGPROB_KIND
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
 from verifier.testing.scripted_server import ScriptedServer
 
 

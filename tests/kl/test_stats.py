@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from verifier.kl.stats import kl_cdf_series, kl_statistics
+from verifier.kinds.logprob.stats import kl_cdf_series, kl_statistics
 
 
 def test_definitions_by_hand() -> None:

@@ -84,7 +84,7 @@ def _strings(v):
 
 def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
     from training.augment import scramble_values
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.scoring import check_call
 
     rng = random.Random(4)
     done = 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from training.evaluate import CaseResult, failure_breakdown
-from verifier.suite_format import ExpectedCall, ToolcallCase
+from verifier.kinds.toolcall.suite_format import ExpectedCall, ToolcallCase
 
 
 def _case(case_id: str, tags: list[str], tool: str | None) -> ToolcallCase:

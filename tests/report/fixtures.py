@@ -1,6 +1,6 @@
 """A realistic run folder for report/gate tests, built from simulated per-case outcomes.
 
-Every figure is computed by ``verifier.stats`` from simulated case-level outcomes (seeded), so intervals and
+Every figure is computed by ``verifier.stats.intervals`` from simulated case-level outcomes (seeded), so intervals and
 n are consistent with each other as in a real run. Used where a real ``verifier run`` would cover only some
 suite kinds; the browser test prefers a real run against the scripted server (see test_browser.py).
 """
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier import stats
+from verifier.stats import intervals as stats
 from verifier.records import ExchangeRecord, Interval, SuiteManifest
-from verifier.summary_model import (
+from verifier.run.summary import (
     Comparison,
     Disagreement,
     EndpointInfo,
@@ -122,7 +122,7 @@ def make_summary(
             metrics={"kl_mean": stats.bootstrap_mean(list(kl), n_boot=300), "same_top": stats.wilson(int(400 - 400 * kl.mean()), 400)},
             series=[Series(name="KL CDF (forced)", x=list(xs[::20]), y=list(np.arange(1, 401)[::20] / 400),
                            x_label="KL (nats)", y_label="share of tokens at or below")],
-            # the shape verifier.kl.scoring leaves here (a Fingerprint model dump)
+            # the shape verifier.kinds.logprob.scoring leaves here (a Fingerprint model dump)
             extra={"fingerprint": {"verdict": "fp8-kv", "distance": 0.012, "ranking": [["fp8-kv", 0.012]],
                                    "threshold": 0.5, "reason": None}} if e.name == "fp8-kv" else {},
         ))
@@ -147,7 +147,7 @@ def summary_json(summary: RunSummary) -> dict:
 
 
 def history_summary(i: int, rng: np.random.Generator, *, shift_at: int | None = None) -> RunSummary:
-    """Night ``i`` of a generated history: headline metrics of three endpoints, computed by ``verifier.stats``
+    """Night ``i`` of a generated history: headline metrics of three endpoints, computed by ``verifier.stats.intervals``
     from simulated case outcomes. From night ``shift_at`` on, int4-decode's schema accuracy drops 0.97 -> 0.80."""
     n = 200
     started = (datetime(2025, 1, 1, 2, tzinfo=UTC) + timedelta(days=i)).strftime("%Y-%m-%dT%H:%M:%SZ")

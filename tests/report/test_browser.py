@@ -14,7 +14,7 @@ import pytest
 
 from tests.report.cdp import Browser, chromium_path
 from tests.report.fixtures import build_history, make_summary, write_run
-from verifier.summary_model import EndpointInfo, RunSummary
+from verifier.run.summary import EndpointInfo, RunSummary
 
 pytestmark = [
     pytest.mark.browser,

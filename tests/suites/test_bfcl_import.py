@@ -14,12 +14,12 @@ import pytest
 from jsonschema.validators import validator_for
 from typer.testing import CliRunner
 
-from verifier.bfcl_import import NO_FUNC_DOCS, convert_file
-from verifier.bfcl_options import args_match_options, standardize
-from verifier.cli_suites import app
+from verifier.kinds.toolcall.bfcl.importer import NO_FUNC_DOCS, convert_file
+from verifier.kinds.toolcall.bfcl.options import args_match_options, standardize
+from verifier.cli.suites import app
 from verifier.records import ExchangeRecord, ToolCall
-from verifier.suite_format import ToolcallCase, load_jsonl
-from verifier.toolcall_scoring import expected_args_match, score_toolcall
+from verifier.kinds.toolcall.suite_format import ToolcallCase, load_jsonl
+from verifier.kinds.toolcall.scoring import expected_args_match, score_toolcall
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 QUESTION_FILES = sorted(FIXTURES.glob("BFCL_v4_*.json"))

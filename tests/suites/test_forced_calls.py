@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
-from verifier.summary_model import RunSummary
+from verifier.run.summary import RunSummary
 from verifier.testing.scripted_server import Reply, RequestContext, schema_responder
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -76,8 +76,8 @@ def test_forced_call_success_counts_calls_that_never_come(tmp_path: Path, script
 def test_forced_cases_with_an_invalid_schema_are_left_out_unless_no_call_came() -> None:
     """A call of a tool whose own schema is invalid cannot be judged; a missing call is a failure regardless."""
     from verifier.records import ExchangeRecord, ToolCall
-    from verifier.suite_format import parse_case
-    from verifier.toolcall_scoring import score_toolcall
+    from verifier.kinds.toolcall.suite_format import parse_case
+    from verifier.kinds.toolcall.scoring import score_toolcall
 
     broken = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "objekt"}}}
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from verifier import k2vv_rule
+from verifier.kinds.toolcall import k2vv_rule
 from verifier.cli import app
 from verifier.records import ExchangeRecord, ToolCall
-from verifier.summary_model import RunSummary
+from verifier.run.summary import RunSummary
 from verifier.testing.scripted_server import Reply, RequestContext
 
 

@@ -10,8 +10,8 @@ from jsonschema.validators import validator_for
 
 from suites.toolcall import catalog, generate
 from training.phrasings import TRAIN_PHRASINGS
-from verifier.suite_format import case_to_line, load_jsonl
-from verifier.toolcall_scoring import FORMAT_CHECKER
+from verifier.kinds.toolcall.suite_format import case_to_line, load_jsonl
+from verifier.kinds.toolcall.scoring import FORMAT_CHECKER
 
 
 def test_catalogue_is_large_and_schemas_are_valid() -> None:

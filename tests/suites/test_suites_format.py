@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.suite_format import SuiteLineError, load_jsonl
+from verifier.kinds.toolcall.suite_format import SuiteLineError, load_jsonl
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -127,7 +127,7 @@ def test_invalid_tool_schema_is_kept_and_listed_as_sent(tmp_path: Path) -> None:
 
 def test_parse_case_alone_still_rejects_a_bad_schema() -> None:
     """Converters (the BFCL import) call parse_case to check their output: a bad schema must stay an error there."""
-    from verifier.suite_format import parse_case
+    from verifier.kinds.toolcall.suite_format import parse_case
 
     bad = {"messages": [{"role": "user", "content": "x"}],
            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "objekt"}}}]}

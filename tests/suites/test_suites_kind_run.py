@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from verifier.client import EndpointClient
-from verifier.progress import Progress
+from verifier.http.client import EndpointClient
+from verifier.run.progress import Progress
 from verifier.records import EndpointConfig
-from verifier.runner import RunContext
-from verifier.store import RecordStore
-from verifier.suite_registry import load_suite
+from verifier.run.runner import RunContext
+from verifier.run.store import RecordStore
+from verifier.run.registry import load_suite
 from verifier.testing.scripted_server import FaultInjector, Reply, RequestContext, ScriptedServer
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from verifier import suite_registry
-from verifier.cli_suites import app
-from verifier.suite_format import load_jsonl
+from verifier.run import registry as suite_registry
+from verifier.cli.suites import app
+from verifier.kinds.toolcall.suite_format import load_jsonl
 
 runner = CliRunner()
 
@@ -122,8 +122,8 @@ def test_run_options_limit_variants_stream() -> None:
 
 
 def test_toolcall_smoke_is_a_named_hashed_subset_and_the_embedded_default_covers_every_kind() -> None:
-    from verifier.runner import default_suites
-    from verifier.suite_registry import load_suite, resolve
+    from verifier.run.runner import default_suites
+    from verifier.run.registry import load_suite, resolve
 
     _, smoke = load_suite("toolcall-smoke", {})
     _, core = load_suite("toolcall-core", {})
@@ -139,8 +139,8 @@ def test_toolcall_smoke_is_a_named_hashed_subset_and_the_embedded_default_covers
 
 def test_no_flags_picks_the_embedded_default_and_a_url_picks_the_remote_default() -> None:
     """Regression: the CLI builds the built-in endpoint set itself, so the runner must recognise it by source."""
-    from verifier.endpoints import from_flags
-    from verifier.runner import default_suites, suites_to_run
+    from verifier.http.endpoints import from_flags
+    from verifier.run.runner import default_suites, suites_to_run
 
     embedded = suites_to_run([], from_flags(None, []))
     assert embedded == default_suites(embedded=True) and "agent-smoke" in embedded

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from verifier.records import ExchangeRecord, ToolCall
-from verifier.suite_format import ToolcallCase, parse_case
-from verifier.toolcall_scoring import args_bfcl_equal, args_exact_equal, check_call, score_toolcall
+from verifier.kinds.toolcall.suite_format import ToolcallCase, parse_case
+from verifier.kinds.toolcall.scoring import args_bfcl_equal, args_exact_equal, check_call, score_toolcall
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
@@ -139,7 +139,7 @@ def test_repeats_report_run_to_run_spread() -> None:
 
 
 def test_f1_interval_is_not_degenerate_when_perfect() -> None:
-    from verifier.toolcall_scoring import f1_interval
+    from verifier.kinds.toolcall.scoring import f1_interval
 
     iv = f1_interval([True] * 40, [False] * 40, [False] * 40, list(range(40)))
     j_low = 40 / (40 + 1.959964**2)  # Wilson lower bound at k = n = 40; F1 = 2J/(1+J)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from verifier import stats
+from verifier.stats import intervals as stats
 
 
 def test_wilson_matches_newcombe_1998_single_proportion_examples() -> None:
