@@ -99,7 +99,8 @@ def main() -> None:
                 if not exp:
                     continue
                 cid = case["_meta"]["id"]
-                schema = next(t["function"]["parameters"] for t in case["tools"] if t["function"]["name"] == exp["tool"])
+                schema = next(t["function"]["parameters"] for t in case["tools"]
+                              if t["function"]["name"] == exp["tool"])
 
                 def bfcl(reply: dict[str, Any]) -> bool:
                     return ast_checker(questions[cid]["function"], [{exp["tool"]: reply}],  # noqa: B023

@@ -50,7 +50,7 @@ class EndpointPublic(BaseModel):
     builtin: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, info: EndpointInfo) -> "EndpointPublic":
+    def of(cls, info: EndpointInfo) -> EndpointPublic:
         return cls(name=info.name, base_url=redact_url(info.base_url), model=info.model,
                    api_key_env=info.api_key_env, builtin=info.builtin)
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from verifier.testing.scripted_server import ScriptedServer
+from verifier.testing import ScriptedServer
 
 
 @pytest.fixture
 def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
-    """Factory: ``srv = scripted_server(responder, api_key=...)`` starts a real loopback server, stopped after the test."""
+    """Factory: ``srv = scripted_server(responder, api_key=...)`` starts a real loopback server, stopped after the
+    test."""
     started: list[ScriptedServer] = []
 
     def make(*args, **kwargs) -> ScriptedServer:

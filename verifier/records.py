@@ -72,15 +72,18 @@ class Exchange(BaseModel):
     request_hash: str
     attempts: int = 1
     status: int | None = None  # final HTTP status; None when no response arrived
-    error_class: str | None = None  # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    error_class: str | None = None
     # ... and "malformed_response" (a 200 with no readable completion), "harness_error" (an exception while handling
     # this exchange: recorded, the suite goes on), "probe_failed" (a logprob capability probe met provider faults)
     error_message: str | None = None
-    retried_statuses: list[int] = Field(default_factory=list)  # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
+    # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
+    retried_statuses: list[int] = Field(default_factory=list)
     stream: bool = False
     ttft_s: float | None = None
     latency_s: float | None = None
-    chunk_times_s: list[float] = Field(default_factory=list)  # arrival times of content/tool-call chunks, from request start
+    # arrival times of content/tool-call chunks, from request start
+    chunk_times_s: list[float] = Field(default_factory=list)
     response: dict[str, Any] | None = None  # final body (for streams: reassembled as a non-streamed completion)
     content: str | None = None
     reasoning_content: str | None = None

@@ -35,11 +35,11 @@ def test_preemption_under_a_full_pool_keeps_results_exact(llama_ckpt):
 
 
 def test_eos_and_stop_token_ids_end_generation(ckpt_factory):
-    from reference_engine.sequence import SamplingParams
-    from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
-
     import tempfile
     from pathlib import Path
+
+    from reference_engine.sequence import SamplingParams
+    from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
 
     path = build_scripted_checkpoint(Path(tempfile.mkdtemp()), [[ASSISTANT_START, "one", "two", "three"]])
     eng = make_engine(path)
@@ -64,7 +64,8 @@ def test_chat_template_renders_like_transformers(llama_ckpt):
     hf = transformers.PreTrainedTokenizerFast(tokenizer_file=str(llama_ckpt / "tokenizer.json"))
     tok = Tokenizer(llama_ckpt)
     tools = [{"type": "function", "function": {"name": "f", "description": "é ünïcode",
-                                               "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}]
+                                               "parameters": {"type": "object",
+                                                              "properties": {"a": {"type": "integer"}}}}}]
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]},

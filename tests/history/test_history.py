@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary, write_run
 from verifier.cli.history import history_app
-from verifier.history.drift import DriftSettings, detect_drift
 from verifier.history import HistoryError, default_db_path, index_run, index_summary, load_frame
+from verifier.history.drift import DriftSettings, detect_drift
 
 
 def _nights(db: Path, count: int, schema_p: dict[str, float] | None = None) -> None:

@@ -24,7 +24,8 @@ def attention(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, p
         npages = -(-n // S)
         pages = block_tables[b, :npages].long().cpu()
         valid = (pages >= 0) & (pages < k_pages.shape[0])
-        tags_ok = bool(valid.all()) and bool((page_tags.cpu()[pages.clamp(min=0)] == expected_tags[b, :npages].cpu()).all())
+        tags_ok = bool(valid.all()) and bool((page_tags.cpu()[pages.clamp(min=0)] == expected_tags[b,
+                                                                                                   :npages].cpu()).all())
         bad[b] = not tags_ok
         if not bool(valid.all()):
             continue

@@ -3,11 +3,10 @@ split-K on and off, symmetric and asymmetric groups, group-size edges (group = 3
 than the K block), odd N and K not a power of two."""
 from __future__ import annotations
 
+import kernel_ref as ref
 import pytest
 import torch
-
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
-import kernel_ref as ref
 
 from reference_engine.kernels import triton_ops
 from reference_engine.kernels.triton_int4 import int4_linear_impl

@@ -11,12 +11,12 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
-from verifier.run.calibrate import CalibrationError, CalibrationOutcome, CalibrationRequest, build_from_run, calibrate
 from verifier.kinds.logprob.fingerprint import KL_FLOOR
+from verifier.run.calibrate import CalibrationError, CalibrationOutcome, CalibrationRequest, build_from_run, calibrate
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Quantization fingerprints: calibrate variant profiles from endpoints.")
@@ -42,21 +42,36 @@ def _options(items: list[str] | None) -> dict[str, Any]:
 
 @app.command()
 def build(
-    reference: Optional[str] = typer.Option(None, "--reference", help="The unquantized server, LABEL=URL (e.g. bf16=http://127.0.0.1:8000/v1 or bf16=builtin:tiny)."),
-    endpoint: Optional[list[str]] = typer.Option(None, "--endpoint", "-e", help="A known variant of the same model, LABEL=URL (repeatable); the label names its profile."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML endpoints file instead of the flags (its reference's name is the reference label)."),
-    suite: str = typer.Option("logprob-core", "--suite", "-s", help="Logprob suite: logprob-core, logprob-smoke or a JSONL file."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Profile file to write (one library per suite; an existing file keeps its other suites)."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Run folder for the calibration run (default runs/<UTC timestamp>)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a killed calibration run in this folder."),
-    from_run: Optional[Path] = typer.Option(None, "--from-run", help="Build from a finished run folder; sends nothing."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model id for URL endpoints (default: first of GET /models)."),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases (runs that use the profiles must use the same)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Requests in flight per endpoint."),
-    self_compare: bool = typer.Option(True, "--self-compare/--no-self-compare", help="Measure the reference against itself as its label's profile (default on)."),
+    reference: str | None = typer.Option(None, "--reference",
+                                         help="The unquantized server, LABEL=URL "
+                                              "(e.g. bf16=http://127.0.0.1:8000/v1 or bf16=builtin:tiny)."),
+    endpoint: list[str] | None = typer.Option(None, "--endpoint", "-e",
+                                              help="A known variant of the same model, LABEL=URL (repeatable); "
+                                                   "the label names its profile."),
+    config: Path | None = typer.Option(None, "--config",
+                                       help="TOML endpoints file instead of the flags "
+                                            "(its reference's name is the reference label)."),
+    suite: str = typer.Option("logprob-core", "--suite", "-s",
+                              help="Logprob suite: logprob-core, logprob-smoke or a JSONL file."),
+    out: Path | None = typer.Option(None, "--out",
+                                    help="Profile file to write (one library per suite; "
+                                         "an existing file keeps its other suites)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir",
+                                           help="Run folder for the calibration run (default runs/<UTC timestamp>)."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue a killed calibration run in this folder."),
+    from_run: Path | None = typer.Option(None, "--from-run",
+                                            help="Build from a finished run folder; sends nothing."),
+    model: str | None = typer.Option(None, "--model",
+                                        help="Model id for URL endpoints (default: first of GET /models)."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
+    limit: int | None = typer.Option(None, "--limit", min=1,
+                                        help="Only the first N cases (runs that use the profiles must use the same)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Requests in flight per endpoint."),
+    self_compare: bool = typer.Option(True, "--self-compare/--no-self-compare",
+                                      help="Measure the reference against itself as its label's profile (default on)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    option: Optional[list[str]] = typer.Option(None, "--option", "-o", help="Logprob option KEY=VALUE, e.g. top_logprobs=5, tokenizer=PATH."),
+    option: list[str] | None = typer.Option(None, "--option", "-o",
+                                               help="Logprob option KEY=VALUE, e.g. top_logprobs=5, tokenizer=PATH."),
 ) -> None:
     """Run a logprob suite against LABEL=URL endpoints of one model and write each variant's KL profile.
 
@@ -85,7 +100,7 @@ def build(
         where = resume or run_dir or "the run folder"
         print(f"interrupted; records so far are on disk. Continue with: verifier fingerprint build --resume {where} "
               f"--out {out}", file=sys.stderr)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     _report(outcome, out)
 
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from verifier.history import HistoryError, describe_db, history_exists, index_run, load_frame, load_summary, resolve_db
 from verifier.history.drift import DriftReport, detect_drift
 from verifier.history.gate import DEFAULT_POLICY, Policy, PolicyError, evaluate, load_policy, to_junit, to_markdown
-from verifier.history import HistoryError, describe_db, history_exists, index_run, load_frame, load_summary, resolve_db
 
 __all__ = ["gate", "history_app"]
 
@@ -53,10 +52,10 @@ def _num(v: float | None) -> str:
 @history_app.callback(invoke_without_command=True)
 def history(
     ctx: typer.Context,
-    db: Optional[str] = _DB_OPT,
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", "-e", help="Only this endpoint."),
-    metric: Optional[str] = typer.Option(None, "--metric", "-m", help="Only this metric (e.g. trigger_f1)."),
-    suite: Optional[str] = typer.Option(None, "--suite", "-s", help="Only this suite."),
+    db: str | None = _DB_OPT,
+    endpoint: str | None = typer.Option(None, "--endpoint", "-e", help="Only this endpoint."),
+    metric: str | None = typer.Option(None, "--metric", "-m", help="Only this metric (e.g. trigger_f1)."),
+    suite: str | None = typer.Option(None, "--suite", "-s", help="Only this suite."),
     last: int = typer.Option(50, "--last", min=1, help="Show at most the newest N rows."),
 ) -> None:
     """Print the metric time series (one row per run x endpoint x suite x metric), oldest first."""
@@ -74,7 +73,8 @@ def history(
     for col in ("started", "run", "endpoint", "suite", "metric", "value", "95% CI", "n"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for row in df.itertuples(index=False):
-        ci = f"[{_num(row.ci_low)}, {_num(row.ci_high)}]" if row.ci_low is not None and not math.isnan(row.ci_low) else "-"
+        has_ci = row.ci_low is not None and not math.isnan(row.ci_low)
+        ci = f"[{_num(row.ci_low)}, {_num(row.ci_high)}]" if has_ci else "-"
         _row(
             table,
             str(row.started_at), str(row.run_id), str(row.endpoint), str(row.suite), str(row.metric),
@@ -86,7 +86,7 @@ def history(
 @history_app.command("index")
 def index(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
-    db: Optional[str] = _DB_OPT,
+    db: str | None = _DB_OPT,
 ) -> None:
     """Add (or re-add) a run folder to the history database."""
     try:
@@ -106,8 +106,9 @@ def _drift_for(run_dir: Path, db: str | None, policy: Policy) -> DriftReport | N
 @history_app.command("drift")
 def drift(
     run_dir: Path = typer.Argument(..., help="The run to test (its own rows in the db are ignored)."),
-    db: Optional[str] = _DB_OPT,
-    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML whose [drift] table sets alpha/method/window."),
+    db: str | None = _DB_OPT,
+    policy: Path | None = typer.Option(None, "--policy",
+                                          help="Policy TOML whose [drift] table sets alpha/method/window."),
 ) -> None:
     """Test a run's metrics against each endpoint's own recent history; exit 1 when drift is detected."""
     try:
@@ -133,8 +134,8 @@ def drift(
 @history_app.command("report")
 def report(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
-    db: Optional[str] = _DB_OPT,
-    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML for the pass/warn/fail marks."),
+    db: str | None = _DB_OPT,
+    policy: Path | None = typer.Option(None, "--policy", help="Policy TOML for the pass/warn/fail marks."),
 ) -> None:
     """Re-render report.html with the history charts and drift table from the database."""
     from reports.render import render_report  # lazy: matplotlib is only needed when a report is drawn
@@ -153,8 +154,9 @@ def report(
 @history_app.command("dashboard")
 def dashboard(
     out: Path = typer.Option(..., "--out", help="Where to write the dashboard page (one self-contained HTML file)."),
-    db: Optional[str] = _DB_OPT,
-    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML whose [drift] table sets the drift test."),
+    db: str | None = _DB_OPT,
+    policy: Path | None = typer.Option(None, "--policy",
+                                          help="Policy TOML whose [drift] table sets the drift test."),
 ) -> None:
     """One page over the whole history: headline metrics over time per endpoint, drift marks, verdicts, report links."""
     from reports.dashboard import DASHBOARD_METRICS, render_dashboard  # lazy: matplotlib only when drawing
@@ -173,10 +175,12 @@ def dashboard(
 
 def gate(
     run_dir: Path = typer.Argument(..., help="A run folder with summary.json."),
-    policy: Optional[Path] = typer.Option(None, "--policy", help="Policy TOML (default: examples/policy.toml values)."),
-    db: Optional[str] = _DB_OPT,
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one testcase per endpoint x check)."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary here (CI job summary / PR comment)."),
+    policy: Path | None = typer.Option(None, "--policy", help="Policy TOML (default: examples/policy.toml values)."),
+    db: str | None = _DB_OPT,
+    junit: Path | None = typer.Option(None, "--junit",
+                                         help="Write JUnit XML here (one testcase per endpoint x check)."),
+    markdown: Path | None = typer.Option(None, "--markdown",
+                                            help="Write a Markdown summary here (CI job summary / PR comment)."),
 ) -> None:
     """Judge a run against a policy: exit 0 pass, 1 fail, 2 error (bad policy or run folder)."""
     try:

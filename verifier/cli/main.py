@@ -1,9 +1,8 @@
-"""The ``verifier`` command line (Typer).
+"""``verifier run``, ``verifier merge`` and ``verifier report`` (registered on the app in ``verifier.cli``).
 
-``verifier run`` replays suites against endpoints and writes a run folder; ``verifier report DIR`` re-renders a
-run offline. Sub-commands owned by other modules (``suites``, ``serve``, ``history``, ``gate``) are attached
-if they import, so a missing optional part never breaks ``verifier run``; a *broken* one (an import error
-inside it, not its absence) is not hidden.
+``verifier run`` replays suites against endpoints and writes a run folder; ``verifier merge`` joins shards into
+one; ``verifier report DIR`` re-renders a run offline. Each composes through :mod:`verifier.cli.compose`:
+measure (or merge), then index into history, then render the report.
 
 Exit codes: 0 the run ran; 2 usage or input error (bad flag, bad file, key env var unset, 401, unknown
 model); 3 the run failed (endpoint unreachable, a suite crashed, every exchange of an endpoint failed).
@@ -12,21 +11,22 @@ Every error is one line on stderr.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
 
+from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
+from verifier.history import HistoryError, default_location, describe_db, history_exists
 from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
-from verifier.run.runner import InputError, RunFailed, RunSettings, execute_run, render
+from verifier.run.errors import InputError, RunFailed
+from verifier.run.merge import MergeSettings
+from verifier.run.runner import RunSettings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Check whether LLM endpoints serve the model you think they do.")
 _out = Console(highlight=False, soft_wrap=True)
 
 
@@ -60,33 +60,37 @@ def _option_value(raw: str) -> Any:
         return raw
 
 
-@app.command()
 def run(
-    suite: Optional[list[str]] = typer.Option(None, "--suite", "-s", help="Suite path or built-in name (repeatable)."),
-    reference: Optional[str] = typer.Option(None, "--reference", help="Reference endpoint: \\[name=]URL or builtin:..."),
-    endpoint: Optional[list[str]] = typer.Option(None, "--endpoint", "-e", help="Candidate endpoint \\[name=]URL (repeatable)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model id for URL endpoints (default: first of GET /models)."),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML endpoints file."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/<UTC timestamp>)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a killed run in this folder."),
+    suite: list[str] | None = typer.Option(None, "--suite", "-s", help="Suite path or built-in name (repeatable)."),
+    reference: str | None = typer.Option(None, "--reference",
+                                            help="Reference endpoint: \\[name=]URL or builtin:..."),
+    endpoint: list[str] | None = typer.Option(None, "--endpoint", "-e",
+                                                 help="Candidate endpoint \\[name=]URL (repeatable)."),
+    model: str | None = typer.Option(None, "--model",
+                                        help="Model id for URL endpoints (default: first of GET /models)."),
+    api_key_env: str | None = typer.Option(None, "--api-key-env", help="Name of the env var holding the API key."),
+    config: Path | None = typer.Option(None, "--config", help="TOML endpoints file."),
+    out: Path | None = typer.Option(None, "--out", help="Run folder (default runs/<UTC timestamp>)."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue a killed run in this folder."),
     repeats: int = typer.Option(1, "--repeats", min=1, help="Run each case K times (run-to-run spread)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N cases of each suite."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N cases of each suite."),
     strict: bool = typer.Option(False, "--strict", help="Stop at the first bad suite line instead of skipping it."),
-    stream: Optional[bool] = typer.Option(None, "--stream/--no-stream", help="Force streaming on/off for all endpoints."),
-    horizon: Optional[list[str]] = typer.Option(None, "--horizon", help="Agent horizons (repeatable or comma list)."),
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Agent trials per scenario (pass^k)."),
+    stream: bool | None = typer.Option(None, "--stream/--no-stream",
+                                          help="Force streaming on/off for all endpoints."),
+    horizon: list[str] | None = typer.Option(None, "--horizon", help="Agent horizons (repeatable or comma list)."),
+    trials: int | None = typer.Option(None, "--trials", min=1, help="Agent trials per scenario (pass^k)."),
     seed: int = typer.Option(0, "--seed", help="Seed for anything sampled."),
-    db: Optional[str] = typer.Option(None, "--db", metavar="PATH|URL",
+    db: str | None = typer.Option(None, "--db", metavar="PATH|URL",
                                      help="History database to index the run into: a SQLite file or "
                                           "postgresql://user@host:port/dbname (default $VERIFIER_DB)."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not index the run into the history database."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="Override every endpoint's concurrency."),
-    rate: Optional[float] = typer.Option(None, "--rate", min=0.0, help="Override every endpoint's rate (req/s)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1,
+                                              help="Override every endpoint's concurrency."),
+    rate: float | None = typer.Option(None, "--rate", min=0.0, help="Override every endpoint's rate (req/s)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    shard: Optional[str] = typer.Option(None, "--shard", help="Run only shard I of N of every suite's cases "
+    shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N of every suite's cases "
                                         "(I/N; join the shards with verifier merge)."),
-    option: Optional[list[str]] = typer.Option(
+    option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
 ) -> None:
@@ -126,10 +130,10 @@ def run(
             _fail(f"--option: '{item}' is not KEY=VALUE", 2)
         options[key.strip()] = _option_value(raw)
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
-                           limit=limit, strict=strict, stream=stream, options=options, db=db, history=not no_history,
+                           limit=limit, strict=strict, stream=stream, options=options,
                            display_progress=False if quiet else None, shard=shard)
     try:
-        outcome = execute_run(settings)
+        outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:
         _fail(str(e), 2)
         return
@@ -141,7 +145,7 @@ def run(
     except KeyboardInterrupt:
         where = settings.resume or settings.out or "the run folder"
         print(f"interrupted; records so far are on disk. Continue with: verifier run --resume {where}", file=sys.stderr)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
     for w in outcome.warnings:
         print(f"warning: {w}", file=sys.stderr)
     _print_summary(outcome)
@@ -151,19 +155,16 @@ def run(
         _fail(outcome.problems[-1], 3)
 
 
-@app.command()
 def merge(
     dirs: list[Path] = typer.Argument(..., help="The run folders of verifier run --shard 1/N ... N/N."),
     out: Path = typer.Option(..., "--out", help="Folder for the merged run (new or empty)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="History database to index the merged run into."),
+    db: Path | None = typer.Option(None, "--db", help="History database to index the merged run into."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not index the merged run into history."),
 ) -> None:
     """Join the folders of a sharded run into one run folder (records, summary, report), without any network."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from verifier.run.merge import MergeSettings, merge_runs
-
     try:
-        outcome = merge_runs(MergeSettings(dirs=list(dirs), out=out, db=db, history=not no_history))
+        outcome = merge_and_publish(MergeSettings(dirs=list(dirs), out=out), Publish(history=not no_history, db=db))
     except InputError as e:
         _fail(str(e), 2)
         return
@@ -207,17 +208,16 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-@app.command()
 def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.json)."),
-           db: Optional[str] = typer.Option(None, "--db", metavar="PATH|URL",
+           db: str | None = typer.Option(None, "--db", metavar="PATH|URL",
                                             help="History database (SQLite file or PostgreSQL URL) for the "
                                                  "history/drift section (default: the default one, when it exists)."),
            no_history: bool = typer.Option(False, "--no-history", help="Leave the history section out.")) -> None:
     """Re-render report.html from a run folder, without any network access."""
     if not (run_dir / "summary.json").exists():
         _fail(f"{run_dir}: no summary.json; not a finished run folder", 2)
-    if db is not None and not _history_exists(db):
-        _fail(f"--db {_describe_db(db)}: no such history database", 2)
+    if db is not None and not history_exists(db):
+        _fail(f"--db {describe_db(db)}: no such history database", 2)  # never the raw URL: it may carry a password
     history_db = None if no_history else (db or _existing_default_db())
     warnings = render(run_dir, history_db)
     if warnings:
@@ -227,47 +227,8 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.
 
 def _existing_default_db() -> Any:
     """The default history (``$VERIFIER_DB`` path or URL, else the default file) when there is one."""
-    from verifier.history import HistoryError, default_location
     try:
         loc = default_location()
     except HistoryError as e:
         _fail(str(e), 2)
     return loc if loc.exists() else None
-
-
-def _history_exists(db: str) -> bool:
-    from verifier.history import history_exists
-    return history_exists(db)
-
-
-def _describe_db(db: str) -> str:
-    from verifier.history import describe_db  # never the raw URL: it may carry a password
-    return describe_db(db)
-
-
-def _attach(module: str, attr: str, name: str, *, help_text: str) -> None:
-    """Attach another owner's command if its module exists; re-raise import errors from *inside* it."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and (module == e.name or module.startswith(e.name + ".")):
-            return  # the module itself is absent: that part is optional
-        raise
-    obj = getattr(mod, attr, None)
-    if obj is None:
-        return
-    if isinstance(obj, typer.Typer):
-        app.add_typer(obj, name=name, help=help_text)
-    else:
-        app.command(name=name, help=help_text)(obj)
-
-
-_attach("verifier.cli.suites", "app", "suites", help_text="List suites; import BFCL files.")
-_attach("reference_engine.cli", "serve", "serve", help_text="Serve the built-in reference engine.")
-_attach("verifier.cli.history", "history_app", "history", help_text="Run history and drift.")
-_attach("verifier.cli.history", "gate", "gate", help_text="Pass/fail a run against thresholds.")
-_attach("verifier.cli.fingerprint", "app", "fingerprint", help_text="Calibrate quantization fingerprints from endpoints.")
-
-
-if __name__ == "__main__":
-    app()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -50,11 +49,11 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON inst
 @import_app.command("bfcl")
 def import_bfcl(
     files: list[Path] = typer.Argument(..., help="BFCL question file(s) (JSON lines), e.g. BFCL_v4_simple_python.json"),
-    out: Optional[Path] = typer.Option(None, "--out", help="output suite file for one FILE, a folder for several "
+    out: Path | None = typer.Option(None, "--out", help="output suite file for one FILE, a folder for several "
                                        "(default: <file stem>.verifier.jsonl beside each file)"),
-    answers: Optional[Path] = typer.Option(None, "--answers", help="possible-answer file for one FILE, or a folder "
+    answers: Path | None = typer.Option(None, "--answers", help="possible-answer file for one FILE, or a folder "
                                            "of them by the same names (default: possible_answer/<name> beside FILE)"),
-    func_docs: Optional[Path] = typer.Option(None, "--func-docs", help="BFCL's multi_turn_func_doc/ folder, for "
+    func_docs: Path | None = typer.Option(None, "--func-docs", help="BFCL's multi_turn_func_doc/ folder, for "
                                              "multi-turn, memory and web_search files (default: beside FILE)"),
     strict: bool = typer.Option(False, "--strict", help="stop at the first bad entry instead of skipping it"),
 ) -> None:
@@ -90,7 +89,8 @@ def import_bfcl(
             continue
         src = Path(r.source)
         target = (out if out is not None and len(files) == 1 else
-                  (out / (src.stem + ".verifier.jsonl")) if out is not None else src.with_name(src.stem + ".verifier.jsonl"))
+                  (out / (src.stem + ".verifier.jsonl")) if out is not None else src.with_name(src.stem
+                                                                                               + ".verifier.jsonl"))
         written.append(write_suite(r, target))
     _print_summary(results)
     if not written:
@@ -101,7 +101,7 @@ def import_bfcl(
                    f"{sum(r.skipped.values())} entries skipped)")
 
 
-def _answers_for(question_file: Path, answers: Optional[Path], several: bool) -> Optional[Path]:
+def _answers_for(question_file: Path, answers: Path | None, several: bool) -> Path | None:
     """The possible-answer file for one question file: given, in a given folder, or BFCL's own layout."""
     if answers is None:
         return default_answers(question_file)

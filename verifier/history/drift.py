@@ -34,13 +34,13 @@ from scipy.special import stdtr
 from verifier.history import DbArg, MetricPoint, load_points
 from verifier.records import Interval
 from verifier.run.summary import RunSummary
+from verifier.stats.multiple import adjust_pvalues
 
 __all__ = [
     "DEFAULT_EXCLUDED",
     "DriftReport",
     "DriftSettings",
     "DriftTest",
-    "adjust_pvalues",
     "detect_drift",
     "detect_drift_points",
     "series_test",
@@ -155,29 +155,6 @@ def series_test(
     return t, min(1.0, p), sd_h, sd
 
 
-def adjust_pvalues(pvalues: Sequence[float], method: Literal["holm", "bh"]) -> list[float]:
-    """Holm step-down or Benjamini-Hochberg step-up adjusted p-values (same order as given)."""
-    n = len(pvalues)
-    if n == 0:
-        return []
-    order = sorted(range(n), key=lambda i: pvalues[i])
-    adj = [1.0] * n
-    if method == "holm":
-        running = 0.0
-        for rank, i in enumerate(order):
-            running = max(running, min(1.0, (n - rank) * pvalues[i]))
-            adj[i] = running
-    elif method == "bh":
-        running = 1.0
-        for rank in range(n - 1, -1, -1):
-            i = order[rank]
-            running = min(running, min(1.0, pvalues[i] * n / (rank + 1)))
-            adj[i] = running
-    else:  # pragma: no cover - guarded by the Literal type
-        raise ValueError(f"unknown multiplicity method {method!r}")
-    return adj
-
-
 def _current_points(summary: RunSummary) -> list[MetricPoint]:
     hashes = {m.name: m.content_hash for m in summary.suites}
     out: list[MetricPoint] = []
@@ -221,7 +198,8 @@ def detect_drift_points(
 
     report = DriftReport(run_id=run_id, settings=settings)
     for p in cur:
-        past = sorted(series.get((p.endpoint, p.suite, p.suite_hash, p.metric, p.basis), []), key=lambda h: h.started_at)
+        past = sorted(series.get((p.endpoint, p.suite, p.suite_hash, p.metric, p.basis), []),
+                      key=lambda h: h.started_at)
         past = past[-settings.window :]
         label = f"{p.endpoint}/{p.suite}/{p.metric}" + (" (vs reference)" if p.basis == "vs_reference" else "")
         if len(past) < settings.min_history:

@@ -14,7 +14,8 @@ Policy (TOML)::
     endpoints = "candidates"   # judge "candidates" (default) or "all" endpoints
     fail_on_warn = false
 
-    [drift]                    # verifier.history.drift.DriftSettings: alpha, method, window, min_history, metrics, exclude
+    [drift]                    # verifier.history.drift.DriftSettings: alpha, method, window, min_history, metrics,
+    exclude
     alpha = 0.05
 
     [verdict]                  # verifier.run.verdict.VerdictPolicy (docs/verdict.md); absent: the verdict is not gated
@@ -209,7 +210,8 @@ def parse_policy(data: dict[str, Any], source: str = "<policy>") -> Policy:
     except ValidationError as exc:
         raise PolicyError(_pyd_error(source, "drift", exc)) from exc
     verdict = _parse_verdict(data["verdict"], source) if "verdict" in data else None
-    return Policy(thresholds=thresholds, allow_drift=allow_drift, gate=gate, drift=drift, verdict=verdict, source=source)
+    return Policy(thresholds=thresholds, allow_drift=allow_drift, gate=gate, drift=drift, verdict=verdict,
+                  source=source)
 
 
 _VERDICT_STATUSES = ("consistent", "differs", "inconclusive")
@@ -425,7 +427,8 @@ def to_junit(result: GateResult) -> str:
     for c in result.checks:
         tc = ET.SubElement(ts, "testcase", classname=c.endpoint, name=c.name, time="0")
         if c.status == "fail":
-            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else c.name if c.name == "verdict" else "drift").text = c.message
+            ET.SubElement(tc, "failure", message=c.message, type="threshold" if c.threshold else c.name
+                          if c.name == "verdict" else "drift").text = c.message
         elif c.status == "skip":
             ET.SubElement(tc, "skipped", message=c.message)
         elif c.status == "warn":

@@ -24,7 +24,6 @@ serialised once, and one keep-alive ``httpx.AsyncClient`` is reused for every re
 from __future__ import annotations
 
 import asyncio
-import codecs
 import email.utils
 import hashlib
 import http.cookiejar
@@ -32,7 +31,6 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncIterator
 from fractions import Fraction
 from typing import Any
 
@@ -42,17 +40,16 @@ from httpx_sse import EventSource
 from pydantic import ValidationError
 
 from verifier.http import redaction
-from verifier.http.stack import MalformedHTTP, build_client
-from verifier.records import EndpointConfig, Exchange
-from verifier.http.parse import (  # noqa: F401  (normalize_usage: re-exported for callers of the client)
+from verifier.http.bodies import CappedText, ResponseTooLarge, TimedBody
+from verifier.http.parse import (
     _BrokenStream,
     _exchange_defaults,
     _from_completion,
     _StreamAccumulator,
-    _str_or_none,
     _usage_dict,
-    normalize_usage,
 )
+from verifier.http.stack import MalformedHTTP, build_client
+from verifier.records import EndpointConfig, Exchange
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 #: Error classes the retry policy tries again (up to ``max_attempts``).
@@ -63,17 +60,16 @@ _MESSAGE_LIMIT = 500
 
 
 class EndpointError(Exception):
-    """A preflight failure: one clear line that names the endpoint. ``kind``: unreachable / auth / unknown_model / ..."""
+    """A preflight failure: one clear line that names the endpoint.
+
+    ``kind``: unreachable / auth / unknown_model / ...
+    """
 
     def __init__(self, endpoint: str, kind: str, message: str) -> None:
         message = redaction.redact_message(message) or ""
         super().__init__(f"endpoint '{endpoint}': {message}")
         self.endpoint = endpoint
         self.kind = kind
-
-
-class _TooLarge(Exception):
-    """The response body passed ``max_response_bytes`` (counted after decompression)."""
 
 
 def canonical_json(body: Any) -> bytes:
@@ -156,7 +152,7 @@ class EndpointClient:
         self._timeout_ext: dict[str, float | None] = {}
 
     # lifecycle -------------------------------------------------------------------------------------------
-    async def __aenter__(self) -> "EndpointClient":
+    async def __aenter__(self) -> EndpointClient:
         self._open()
         return self
 
@@ -203,7 +199,7 @@ class EndpointClient:
         except httpx.HTTPError as e:
             raise EndpointError(name, "unreachable",
                                 f"cannot reach {self._shown_url} ({type(e).__name__}: {e})") from None
-        except _TooLarge:
+        except ResponseTooLarge:
             raise EndpointError(name, "bad_response", "GET /models answered more than max_response_bytes") from None
         if r.status_code == 401 or r.status_code == 403:
             raise EndpointError(name, "auth", f"authentication failed (HTTP {r.status_code}); check "
@@ -232,7 +228,8 @@ class EndpointClient:
             if ex.error_class == "auth":
                 raise EndpointError(name, "auth", "authentication failed (HTTP 401)") from None
             if ex.error_class == "not_found":
-                raise EndpointError(name, "unknown_model", f"model '{self.config.model}' not found (HTTP 404)") from None
+                raise EndpointError(name, "unknown_model",
+                                    f"model '{self.config.model}' not found (HTTP 404)") from None
             if not ex.ok:
                 raise EndpointError(name, "unreachable", f"test request failed: {ex.error_class} "
                                     f"(HTTP {ex.status}): {ex.error_message}") from None
@@ -243,7 +240,8 @@ class EndpointClient:
             self.config.model = models[0]
         elif models and self.config.model not in models:
             shown = ", ".join(models[:5]) + (", ..." if len(models) > 5 else "")
-            raise EndpointError(name, "unknown_model", f"model '{self.config.model}' is not served (available: {shown})")
+            raise EndpointError(name, "unknown_model",
+                                f"model '{self.config.model}' is not served (available: {shown})")
 
     async def chat(self, body: dict, *, stream: bool | None = None) -> Exchange:
         """POST /chat/completions with retries; streamed when ``stream`` (default: the endpoint's setting)."""
@@ -326,10 +324,10 @@ class EndpointClient:
         cfg = self.config
         deadline = asyncio.get_running_loop().time() + cfg.timeout
         state: dict[str, Any] = {"status": None}  # the status line, once it has arrived
-        body: _TimedBody | None = None
+        body: TimedBody | None = None
         try:
             async with asyncio.timeout_at(deadline) as scope:
-                body = _TimedBody(payload, scope, deadline, cfg.write_timeout)
+                body = TimedBody(payload, scope, deadline, cfg.write_timeout)
                 try:
                     if stream:
                         ex = await self._stream_once(http, url, body, t0, state)
@@ -345,20 +343,22 @@ class EndpointClient:
                 msg = f"the attempt passed its total timeout ({cfg.timeout:g} s)"
             return {"status": state["status"], "error_class": "timeout", "error_message": msg}, None
         except httpx.TimeoutException as e:
-            return {"status": state["status"], "error_class": "timeout", "error_message": _timeout_message(e, cfg)}, None
+            return {"status": state["status"], "error_class": "timeout",
+                    "error_message": _timeout_message(e, cfg)}, None
         except MalformedHTTP as e:
             return {"status": state["status"], "error_class": "protocol_error", "error_message": _message(e)}, None
         except (httpx.ConnectError, httpx.NetworkError, httpx.RemoteProtocolError) as e:
             cls = "broken_stream" if stream and state["status"] is not None else "connection"
             return {"status": state["status"], "error_class": cls, "error_message": _message(e)}, None
         except _BrokenStream as e:
-            return {"status": 200, "error_class": "broken_stream", "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
-        except _TooLarge as e:
+            return {"status": 200, "error_class": "broken_stream",
+                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+        except ResponseTooLarge as e:
             return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
         except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
             return {"status": state["status"], "error_class": "transport_error", "error_message": _message(e)}, None
 
-    def _post(self, url: httpx.URL, body: _TimedBody, accept: str | None = None) -> httpx.Request:
+    def _post(self, url: httpx.URL, body: TimedBody, accept: str | None = None) -> httpx.Request:
         """The request, built directly: ``AsyncClient.build_request`` re-parses the URL every time (~0.1 ms)."""
         if self._request_headers is None:
             http = self._open()
@@ -399,26 +399,26 @@ class EndpointClient:
         limit = self.config.max_response_bytes
         declared = r.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit and "content-encoding" not in r.headers:
-            raise _TooLarge(f"Content-Length {declared} is over the {limit}-byte response cap")
+            raise ResponseTooLarge(f"Content-Length {declared} is over the {limit}-byte response cap")
         parts: list[bytes] = []
         seen = 0
         async for chunk in r.aiter_bytes():
             seen += len(chunk)
             if seen > limit:
-                raise _TooLarge(f"response passed the {limit}-byte cap (counted after decompression)")
+                raise ResponseTooLarge(f"response passed the {limit}-byte cap (counted after decompression)")
             parts.append(chunk)
         return b"".join(parts)
 
     async def _error_reply(self, r: httpx.Response) -> dict:
         try:
             raw = await self._read_capped(r)
-        except _TooLarge:
+        except ResponseTooLarge:
             raw = b""
         out = self._classify(r, raw.decode("utf-8", "replace"))
         out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
         return out
 
-    async def _plain_once(self, http: httpx.AsyncClient, url: httpx.URL, body: _TimedBody, chat: bool,
+    async def _plain_once(self, http: httpx.AsyncClient, url: httpx.URL, body: TimedBody, chat: bool,
                           state: dict[str, Any]) -> dict:
         r = await http.send(self._post(url, body), stream=True)
         try:
@@ -437,7 +437,7 @@ class EndpointClient:
             return {"status": r.status_code, "response": data}
         return _from_completion(r.status_code, data)
 
-    async def _stream_once(self, http: httpx.AsyncClient, url: httpx.URL, body: _TimedBody, t0: float,
+    async def _stream_once(self, http: httpx.AsyncClient, url: httpx.URL, body: TimedBody, t0: float,
                            state: dict[str, Any]) -> dict:
         r = await http.send(self._post(url, body, "text/event-stream"), stream=True)
         try:
@@ -445,7 +445,7 @@ class EndpointClient:
             if r.status_code >= 300:
                 return await self._error_reply(r)
             acc = _StreamAccumulator()
-            capped = _CappedText(r, self.config.max_response_bytes)
+            capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
                 if acc.feed(sse.data, time.perf_counter() - t0):
                     break
@@ -478,7 +478,8 @@ def _redirect_message(r: httpx.Response) -> str:
     """A 3xx is recorded, never followed (a request is sent once): name the status and where it pointed."""
     location = r.headers.get("location")
     where = f" to {redaction.redact_url(location)}" if location else " without a Location header"
-    return redaction.truncate(f"redirect (HTTP {r.status_code}){where}; redirects are not followed", _MESSAGE_LIMIT) or ""
+    return redaction.truncate(f"redirect (HTTP {r.status_code}){where}; redirects are not followed",
+                              _MESSAGE_LIMIT) or ""
 
 
 class _NoCookies(http.cookiejar.CookieJar):
@@ -538,59 +539,3 @@ def _same_calls(raw: Any, calls: list[dict[str, Any]]) -> bool:
                 c.get("id"), c.get("name"), c.get("arguments")) or r.get("type", "function") != c.get("type"):
             return False
     return True
-
-
-class _TimedBody:
-    """The request body as an async iterable, so the attempt's deadline can be the write deadline while it is sent.
-
-    aiohttp has no write timeout; it pulls the body from this iterator in its writer task and asks for the
-    next item only once the previous one is handed to the socket (draining when the buffer is full). So the
-    deadline of the attempt is moved to ``now + write_timeout`` when the first byte is pulled and back to the
-    total deadline when the write is done: a server that never reads the request ends the attempt in
-    ``write_timeout`` seconds, classified ``timeout``.
-    """
-
-    def __init__(self, payload: bytes, scope: asyncio.Timeout, deadline: float, write_s: float) -> None:
-        self.payload = payload
-        self._scope = scope
-        self._deadline = deadline
-        self._write_s = write_s
-        self.writing = False
-        self.write_deadline = deadline
-        self.finished = False  # set by the attempt when it leaves its deadline scope
-
-    def _move(self, when: float) -> None:
-        if not self.finished and not self._scope.expired():
-            self._scope.reschedule(when)
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        self.writing = True
-        self.write_deadline = asyncio.get_running_loop().time() + self._write_s
-        self._move(min(self._deadline, self.write_deadline))
-        yield self.payload
-        self.writing = False
-        self._move(self._deadline)
-
-
-class _CappedText:
-    """Stands in for the response in ``httpx_sse.EventSource``: decoded text, counted against the size cap."""
-
-    def __init__(self, response: httpx.Response, limit: int) -> None:
-        self._response = response
-        self._limit = limit
-        self.headers = response.headers
-
-    async def aiter_text(self) -> AsyncIterator[str]:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # SSE is UTF-8 by definition
-        seen = 0
-        async for chunk in self._response.aiter_bytes():  # decompressed bytes
-            seen += len(chunk)
-            if seen > self._limit:
-                raise _TooLarge(f"stream passed the {self._limit}-byte response cap")
-            text = decoder.decode(chunk)
-            if text:
-                yield text
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
-

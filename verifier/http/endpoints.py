@@ -231,7 +231,8 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
     except tomllib.TOMLDecodeError as e:
         raise EndpointConfigError(f"{path}: not valid TOML ({e})") from None
     except UnicodeDecodeError as e:  # a binary or non-UTF-8 file: TOML is UTF-8
-        raise EndpointConfigError(f"{path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
+        raise EndpointConfigError(f"{path}: not UTF-8 text "
+                                  f"(byte 0x{e.object[e.start]:02x} at offset {e.start})") from None
     except OSError as e:  # a folder, no permission, ...
         raise EndpointConfigError(f"{path}: cannot read ({e.strerror or e})") from None
     unknown_top = set(data) - {"reference", "endpoints", "fingerprint"}
@@ -320,20 +321,22 @@ class BuiltinServers(contextlib.AbstractContextManager):
         self.endpoints = endpoints
         self._servers: list[Any] = []
 
-    def __enter__(self) -> "BuiltinServers":
+    def __enter__(self) -> BuiltinServers:
         specs = {e.name: self.endpoints.builtin(e.name) for e in self.endpoints.endpoints}
         if not any(specs.values()):
             return self
         try:
             from reference_engine.launch import start_server  # lazy: torch is only needed for built-ins
         except ImportError as e:
-            raise EndpointConfigError(f"builtin endpoints need the reference engine, which failed to import: {e}") from None
+            raise EndpointConfigError("builtin endpoints need the reference engine, "
+                                      f"which failed to import: {e}") from None
         try:
             for cfg in self.endpoints.endpoints:
                 spec = specs[cfg.name]
                 if spec is None:
                     continue
-                kwargs: dict[str, Any] = dict(kv_dtype=spec.kv, weights=spec.weights, decode_weights=spec.decode_weights,
+                kwargs: dict[str, Any] = dict(kv_dtype=spec.kv, weights=spec.weights,
+                                              decode_weights=spec.decode_weights,
                                               prefix_cache=spec.prefix_cache)
                 if spec.page_size is not None:
                     kwargs["page_size"] = spec.page_size
@@ -343,7 +346,8 @@ class BuiltinServers(contextlib.AbstractContextManager):
                     srv = start_server(model_path, **kwargs)
                 except Exception as e:  # noqa: BLE001 - any engine failure becomes one clear line
                     msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-                    raise BuiltinStartError(f"endpoint '{cfg.name}': the built-in engine ({self.endpoints.sources.get(cfg.name)}) "
+                    raise BuiltinStartError(f"endpoint '{cfg.name}': the built-in engine "
+                                            f"({self.endpoints.sources.get(cfg.name)}) "
                                             f"failed to start: {type(e).__name__}: {msg}") from None
                 self._servers.append(srv)
                 cfg.base_url = srv.base_url

@@ -2,7 +2,7 @@
 
 Split out of :mod:`verifier.http.client` so the code that moves bytes (client, transport) and the code that reads
 what came back can change and be tested apart: the parsers are pure functions of the body, and a fuzz test
-drives them with thousands of mutated bodies (tests/core/test_fuzz_parsers.py).
+drives them with thousands of mutated bodies (tests/http/test_fuzz_parsers.py).
 """
 
 from __future__ import annotations
@@ -250,7 +250,8 @@ class _StreamAccumulator:
             return False
         if "error" in chunk and "choices" not in chunk:
             err = chunk["error"]
-            raise _BrokenStream("error event in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
+            raise _BrokenStream("error event in stream: "
+                                + str(err.get("message") if isinstance(err, dict) else err)[:200])
         usage = chunk.get("usage")
         if usage is not None:
             self.usage = usage
@@ -359,7 +360,8 @@ class _StreamAccumulator:
             issues.append("stream_missing_usage")
         msg: dict[str, Any] = {"role": self.role or "assistant", "content": content}
         if calls:
-            msg["tool_calls"] = [{"id": c["id"], "type": c["type"], "function": {"name": c["name"], "arguments": c["arguments"]}}
+            msg["tool_calls"] = [{"id": c["id"], "type": c["type"],
+                                  "function": {"name": c["name"], "arguments": c["arguments"]}}
                                  for c in calls]
         if reasoning is not None:
             msg["reasoning_content"] = reasoning

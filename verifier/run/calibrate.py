@@ -16,15 +16,27 @@ run folder gives resume, every exchange on disk, and ``--from-run DIR`` to rebui
 
 from __future__ import annotations
 
+import argparse
+import json
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verifier.http.endpoints import EndpointConfigError, EndpointSet, from_flags, load_config
-from verifier.kinds.logprob.fingerprint import (CalibrationEndpoint, KLProfile, ProfileLibrary, checkpoint_sha256,
-                                     save_library)
-from verifier.kinds.logprob.kind import TOP_K
+from verifier.kinds.logprob.fingerprint import (
+    PROFILES_FILE,
+    CalibrationEndpoint,
+    KLProfile,
+    ProfileLibrary,
+    builtin_variant_urls,
+    checkpoint_sha256,
+    save_library,
+)
+from verifier.kinds.logprob.tracks import TOP_K
+from verifier.run.errors import InputError, RunFailed
+from verifier.run.loading import load_suite
+from verifier.run.runner import RunSettings, execute_run
 from verifier.run.store import RunManifest, StoreError
 from verifier.run.summary import RunSummary
 
@@ -88,7 +100,8 @@ def calibration_endpoints(req: CalibrationRequest) -> tuple[EndpointSet, str]:
     try:
         if req.config is not None:
             if req.reference or req.variants:
-                raise CalibrationError("--config and --reference/--endpoint are exclusive; put every endpoint in the file")
+                raise CalibrationError("--config and --reference/--endpoint are exclusive; put every endpoint in the "
+                                       "file")
             eps = load_config(req.config, api_key_env=req.api_key_env)
             if req.model:
                 for e in eps.endpoints:
@@ -182,12 +195,14 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
         model_sha256=checkpoint_sha256(spec["model"]) if spec else None, suite=man.name, suite_hash=man.content_hash,
         reference=reference_label, run_id=summary.run_id,
         settings={k: v for k, v in {"limit": summary.settings.get("limit"),
-                                    "top_logprobs": (summary.settings.get("options") or {}).get("top_logprobs", TOP_K)}.items()
+                                    "top_logprobs": (summary.settings.get("options") or {}).get("top_logprobs",
+                                                                                                TOP_K)}.items()
                   if v is not None})
     for me in manifest.endpoints:
         lib.endpoints[me.name] = CalibrationEndpoint(
             source=public_source(me.source), model=me.model, builtin=me.builtin, api_key_env=me.api_key_env,
-            headers={k: "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v for k, v in me.headers.items()},
+            headers={k: "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v for k,
+                     v in me.headers.items()},
             extra_body=me.extra_body, stream=me.stream)
     missing: list[str] = []
     for r in summary.results:
@@ -209,8 +224,6 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
 # ---------------------------------------------------------------------------------------------------------------
 
 def _check_logprob_suite(ref: str, options: dict[str, Any]) -> None:
-    from verifier.run.runner import InputError, load_suite
-
     try:
         kind, _ = load_suite(ref, options)
     except InputError as e:
@@ -227,8 +240,6 @@ def calibrate(req: CalibrationRequest) -> CalibrationOutcome:
     listed in ``missing``, and the CLI exits 3): what was measured is not lost, and the run folder keeps
     every exchange for ``--from-run``.
     """
-    from verifier.run.runner import InputError, RunFailed, RunSettings, execute_run
-
     options = {**req.options, **({"limit": req.limit} if req.limit else {})}
     if req.resume is not None and not (req.reference or req.variants or req.config):
         eps, label = None, None  # the run folder's manifest has them
@@ -237,8 +248,7 @@ def calibrate(req: CalibrationRequest) -> CalibrationOutcome:
     if req.resume is None:
         _check_logprob_suite(req.suite, options)
     settings = RunSettings(suites=[req.suite], endpoints=eps, out=req.run_dir, resume=req.resume, limit=req.limit,
-                           options=dict(req.options), history=False, render=False,
-                           display_progress=req.display_progress)
+                           options=dict(req.options), display_progress=req.display_progress)
     try:
         outcome = execute_run(settings)
     except InputError as e:
@@ -262,3 +272,34 @@ def build_from_run(run_dir: Path, out: Path | None, *, suite: str | None = None,
         raise CalibrationError(f"{run_dir}: no candidate has a profile ({'; '.join(missing)})", 3)
     replaced = save_library(lib, out) if out is not None else None
     return CalibrationOutcome(library=lib, run_dir=Path(run_dir), missing=missing, replaced=replaced)
+
+
+def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | None = None,
+                  run_dir: Path | None = None, options: dict | None = None) -> ProfileLibrary:
+    """Calibrate the built-in engine's variants: BF16 as reference (and as its own A/A candidate), the rest as
+    candidates, through :func:`calibrate` exactly as URL endpoints would be."""
+    urls = builtin_variant_urls(model)
+    ref_url = urls.pop("bf16")
+    req = CalibrationRequest(reference=f"bf16={ref_url}", variants=[f"{n}={u}" for n, u in urls.items()], suite=suite,
+                             out=out, run_dir=run_dir, options=dict(options or {}))
+    return calibrate(req).library
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m verifier.run.calibrate",
+                                 description="Measure KL profiles of the built-in engine's precision variants "
+                                             "(for other endpoints: verifier fingerprint build).")
+    ap.add_argument("command", choices=["build"])
+    ap.add_argument("--model", default="tiny", help="builtin model name or checkpoint path (default: tiny)")
+    ap.add_argument("--suite", default="logprob-core")
+    ap.add_argument("--out", type=Path, default=PROFILES_FILE)
+    ap.add_argument("--run-dir", type=Path, default=None)
+    args = ap.parse_args()
+    lib = build_library(args.model, args.suite, args.out, args.run_dir)
+    for name, p in lib.profiles.items():
+        print(name, json.dumps({k: round(v, 3) for k, v in p.features.items()}))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,8 @@
 """``verifier merge DIR... --out DIR``: join the run folders of ``verifier run --shard I/N`` into one run.
 
-The merged folder is a run folder like any other (manifest.json, records.jsonl, summary.json, report.html,
-history entry), scored by the very code that scores a whole run (:func:`verifier.run.runner.finish_run`) over the
+The merged folder is a run folder like any other (manifest.json, records.jsonl, summary.json; the CLI then
+indexes it into history and renders report.html, as after ``verifier run``), scored by the very code that scores a
+whole run (:func:`verifier.run.runner.finish_run`) over the
 whole suites and the union of the shards' records, so its counts are those of an unsharded run that got the
 same answers. Nothing is sent: merging is offline.
 
@@ -26,8 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from verifier.records import ExchangeRecord
-from verifier.run.runner import (InputError, RunOutcome, _kind_options, _load_suites, _versions, finish_run,
-                             lock_run_dir, new_run_dir, publish)
+from verifier.run.errors import InputError
+from verifier.run.loading import load_suites
+from verifier.run.protocol import suite_problems
+from verifier.run.runner import (
+    RunOutcome,
+    RunSettings,
+    finish_run,
+    kind_options,
+    lock_run_dir,
+    new_run_dir,
+    package_versions,
+)
 from verifier.run.shard import Shard, ShardSpecError, case_key, shard_of
 from verifier.run.store import ManifestEndpoint, RecordStore, RunManifest, StoreError
 from verifier.run.summary import RunSummary
@@ -52,9 +63,6 @@ class MergeSettings:
 
     dirs: list[Path]
     out: Path
-    db: Path | None = None
-    history: bool = True
-    render: bool = True
 
 
 def merge_runs(settings: MergeSettings) -> RunOutcome:
@@ -62,7 +70,7 @@ def merge_runs(settings: MergeSettings) -> RunOutcome:
     shards = check_shards([read_shard(Path(d)) for d in _distinct(settings.dirs)])
     first = shards[0]
     base_settings = _without_shard(first.manifest.settings)
-    loaded = _load_suites([ms.ref for ms in first.manifest.suites], _options(base_settings))
+    loaded = load_suites([ms.ref for ms in first.manifest.suites], _options(base_settings))
     for ms, (_, _, suite) in zip(first.manifest.suites, loaded):
         if ms.manifest.content_hash != suite.manifest.content_hash:
             raise InputError(f"suite '{ms.ref}' changed since the shards ran "
@@ -74,16 +82,15 @@ def merge_runs(settings: MergeSettings) -> RunOutcome:
         held.callback(lock_run_dir(run_dir, "--out").release)
         merged_from = [{"dir": str(s.dir), "run_id": s.manifest.run_id, "shard": s.shard.label} for s in shards]
         manifest = RunManifest(
-            run_id=run_dir.name, started_at=min(s.manifest.started_at for s in shards), reference=first.manifest.reference,
+            run_id=run_dir.name, started_at=min(s.manifest.started_at
+                                                for s in shards), reference=first.manifest.reference,
             endpoints=first.manifest.endpoints, suites=first.manifest.suites,
-            settings={**base_settings, "merged_from": merged_from}, versions=_versions())
+            settings={**base_settings, "merged_from": merged_from}, versions=package_versions())
         manifest.write(run_dir)
         with RecordStore(run_dir / "records.jsonl") as store:
             for rec in records:
                 store.append(rec)
-        problems = []
-        for _, _, suite in loaded:
-            problems += list(getattr(suite, "problems", []) or [])
+        problems = [p for _, _, suite in loaded for p in suite_problems(suite)]
         failures: list[str] = []
         summary, warnings = finish_run(
             run_dir, manifest, loaded, RecordStore(run_dir / "records.jsonl"),
@@ -91,9 +98,7 @@ def merge_runs(settings: MergeSettings) -> RunOutcome:
                                                             if e.name != first.manifest.reference],
             endpoint_info=first.summary.endpoints, problems=problems, failures=failures,
             settings={**base_settings, "merged_from": merged_from, "progress": _progress(shards)})
-    outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=warnings)
-    outcome.warnings += publish(run_dir, history=settings.history, db=settings.db, render_report=settings.render)
-    return outcome
+    return RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=warnings)
 
 
 def _distinct(dirs: list[Path]) -> list[Path]:
@@ -193,10 +198,8 @@ def _without_shard(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _options(settings: dict[str, Any]) -> dict[str, Any]:
-    """The kind options the shards loaded their suites with (as :func:`verifier.run.runner._kind_options` builds)."""
-    from verifier.run.runner import RunSettings
-
-    return _kind_options(RunSettings(limit=settings.get("limit"), strict=bool(settings.get("strict", False)),
+    """The kind options the shards loaded their suites with (as :func:`verifier.run.runner.kind_options` builds)."""
+    return kind_options(RunSettings(limit=settings.get("limit"), strict=bool(settings.get("strict", False)),
                                      stream=settings.get("stream"), options=dict(settings.get("options") or {})))
 
 

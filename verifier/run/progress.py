@@ -7,10 +7,12 @@ decided here. The counters are kept even when nothing is drawn, so the runner ca
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
 
 
 class Progress:
@@ -30,7 +32,7 @@ class Progress:
         self._task: Any = None
         self._label = ""
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self._display:
             self._bar = RichProgress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -1,8 +1,7 @@
-"""Built-in suite names -> suite kind, with kind modules imported lazily.
+"""The suite kinds and the built-in suites, listed statically: what ``--suite`` can name.
 
-Why lazy: each kind lives in its own module with its own dependencies and owner; a kind that is missing
-or broken must not stop ``verifier run`` with a different kind, so a kind module is imported only when
-a suite of that kind is asked for, and a failure names the kind and module in one line.
+Why static: every kind ships with the package, so a kind that fails to import is a broken install and should
+fail loudly at start-up, not turn into "kind not available" in the middle of a run.
 
 How a ``--suite`` value resolves (:func:`resolve`):
 1. a built-in name (``toolcall-core``, ``toolcall-schemas``, ``agent-smoke``, ``agent-long``, or any
@@ -13,22 +12,33 @@ How a ``--suite`` value resolves (:func:`resolve`):
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
 from suites import SUITES_DIR
+from verifier.kinds.agent.kind import AGENT_KIND
+from verifier.kinds.cache import kind as cache_kind
+from verifier.kinds.logprob import kind as logprob_kind
+from verifier.kinds.toolcall.kind import TOOLCALL_KIND, load_toolcall_suite
+from verifier.run.protocol import LoadedSuiteLike, SuiteKind
 
 TOOLCALL_DATA = SUITES_DIR / "toolcall" / "data"
 
-#: kind -> (module, attribute) of its SuiteKind object.
-KIND_MODULES: dict[str, tuple[str, str]] = {
-    "toolcall": ("verifier.kinds.toolcall.kind", "TOOLCALL_KIND"),
-    "agent": ("verifier.kinds.agent.kind", "AGENT_KIND"),
-    "logprob": ("verifier.kinds.logprob.kind", "LOGPROB_KIND"),
-    "cache": ("verifier.kinds.cache.kind", "CACHE_KIND"),
+#: kind name -> its SuiteKind object.
+KINDS: dict[str, SuiteKind] = {
+    "toolcall": TOOLCALL_KIND,
+    "agent": AGENT_KIND,
+    "logprob": logprob_kind.LOGPROB_KIND,
+    "cache": cache_kind.CACHE_KIND,
+}
+
+#: Suites the logprob and cache kinds define themselves: name -> description.
+KIND_BUILTINS: dict[str, dict[str, str]] = {
+    "logprob": logprob_kind.BUILTIN_SUITES,
+    "cache": cache_kind.BUILTIN_SUITES,
 }
 
 #: Name prefixes whose suites are defined by the kind itself (it receives the full name as its ref).
@@ -49,11 +59,14 @@ class BuiltinSuite:
 BUILTINS: dict[str, BuiltinSuite] = {
     s.name: s
     for s in (
-        BuiltinSuite("toolcall-core", "toolcall", "1,200 generated tool-call cases, 1-6 tools offered, 30% where no tool fits",
+        BuiltinSuite("toolcall-core", "toolcall",
+                     "1,200 generated tool-call cases, 1-6 tools offered, 30% where no tool fits",
                      TOOLCALL_DATA / "toolcall-core.jsonl"),
-        BuiltinSuite("toolcall-smoke", "toolcall", "the first 100 cases of toolcall-core: the embedded default's quick look",
+        BuiltinSuite("toolcall-smoke", "toolcall",
+                     "the first 100 cases of toolcall-core: the embedded default's quick look",
                      TOOLCALL_DATA / "toolcall-core.jsonl", cases=100),
-        BuiltinSuite("toolcall-schemas", "toolcall", "forced calls over many JSON Schema features, each streamed and non-streamed",
+        BuiltinSuite("toolcall-schemas", "toolcall",
+                     "forced calls over many JSON Schema features, each streamed and non-streamed",
                      TOOLCALL_DATA / "toolcall-schemas.jsonl", variants="both"),
         BuiltinSuite("agent-smoke", "agent", "every agent environment at horizon 10"),
         BuiltinSuite("agent-long", "agent", "every agent environment at every horizon of the ladder"),
@@ -70,7 +83,7 @@ EMBEDDED_DEFAULT_SUITES: list[str] = ["toolcall-smoke", "agent-smoke", "logprob-
 
 
 class SuiteResolutionError(ValueError):
-    """A ``--suite`` value that names nothing, or a kind that cannot be imported; one clear line."""
+    """A ``--suite`` value that names nothing, or an unknown kind; one clear line."""
 
 
 @dataclass(frozen=True)
@@ -83,19 +96,11 @@ class SuiteRef:
     builtin: BuiltinSuite | None = None
 
 
-def get_kind(kind: str) -> Any:
-    """The SuiteKind object for ``kind``, imported on first use."""
-    if kind not in KIND_MODULES:
-        raise SuiteResolutionError(f"unknown suite kind {kind!r} (known: {', '.join(KIND_MODULES)})")
-    module, attr = KIND_MODULES[kind]
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise SuiteResolutionError(f"suite kind {kind!r} is not available: cannot import {module} ({exc})") from exc
-    try:
-        return getattr(mod, attr)
-    except AttributeError:
-        raise SuiteResolutionError(f"suite kind {kind!r} is not available: {module} has no {attr}") from None
+def get_kind(kind: str) -> SuiteKind:
+    """The SuiteKind object for ``kind``."""
+    if kind not in KINDS:
+        raise SuiteResolutionError(f"unknown suite kind {kind!r} (known: {', '.join(KINDS)})")
+    return KINDS[kind]
 
 
 def resolve(ref: str) -> SuiteRef:
@@ -107,7 +112,7 @@ def resolve(ref: str) -> SuiteRef:
         if ref.startswith(prefix):
             return SuiteRef(name=ref, kind=kind, load_ref=ref)
     head, sep, tail = ref.partition(":")
-    if sep and head in KIND_MODULES and tail:
+    if sep and head in KINDS and tail:
         return SuiteRef(name=Path(tail).stem, kind=head, load_ref=tail)
     if Path(ref).is_file():
         return SuiteRef(name=Path(ref).stem, kind="toolcall", load_ref=ref)
@@ -115,14 +120,12 @@ def resolve(ref: str) -> SuiteRef:
     raise SuiteResolutionError(f"suite {ref!r}: not a built-in suite ({known}) and no such file")
 
 
-def load_suite(ref: str, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
+def load_suite(ref: str, options: dict[str, Any] | None = None) -> tuple[SuiteKind, LoadedSuiteLike]:
     """Resolve and load: returns ``(kind_object, loaded_suite)``; loaded suites have ``.manifest`` and ``.cases``."""
     options = dict(options or {})
     sref = resolve(ref)
     kind = get_kind(sref.kind)
     if sref.builtin is not None and sref.kind == "toolcall":
-        from verifier.kinds.toolcall.kind import load_toolcall_suite
-
         b = sref.builtin
         default = ("nonstream", "stream") if b.variants == "both" else (None,)
         if b.cases is not None:
@@ -142,27 +145,15 @@ class SuiteInfo(BaseModel):
     cases: int | None = None
     content_hash: str | None = None
     description: str = ""
-    error: str | None = None  # why the suite could not be loaded (e.g. its kind is not installed)
-
-
-def _extra_builtins(kind: str) -> list[tuple[str, str]]:
-    """(name, description) a kind module advertises itself in ``BUILTIN_SUITES`` (a dict or a list of names)."""
-    try:
-        mod = importlib.import_module(KIND_MODULES[kind][0])
-    except ImportError:
-        return []
-    names = getattr(mod, "BUILTIN_SUITES", None) or []
-    if isinstance(names, dict):
-        return [(n, d if isinstance(d, str) else "") for n, d in names.items() if isinstance(n, str)]
-    return [(n, "") for n in names if isinstance(n, str)]
+    error: str | None = None  # why the suite could not be loaded (e.g. its data file is missing)
 
 
 def list_suites() -> list[SuiteInfo]:
     """Every built-in suite with its manifest figures (a kind that fails to load is listed with the error)."""
     rows: list[SuiteInfo] = []
     names: list[tuple[str, str, str]] = [(b.name, b.kind, b.description) for b in BUILTINS.values()]
-    for kind in ("logprob", "cache"):
-        names += [(n, kind, d) for n, d in _extra_builtins(kind) if n not in BUILTINS]
+    for kind, builtins in KIND_BUILTINS.items():
+        names += [(n, kind, d) for n, d in builtins.items() if n not in BUILTINS]
     for name, kind, desc in names:
         try:
             _, suite = load_suite(name, {})

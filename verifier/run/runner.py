@@ -1,4 +1,4 @@
-"""Drive one run: folder, manifest, preflight, every suite kind against every endpoint, scoring, summary, report.
+"""Drive one run: load suites, check inputs, preflight, every suite kind against every endpoint, score, summary.
 
 Suite kinds (toolcall, agent, logprob, cache) plug in through the :class:`SuiteKind` protocol and are found by
 ``verifier.run.registry``; this module knows nothing about what a kind measures. It owns the order of
@@ -10,100 +10,61 @@ events and the guarantees around them:
   the manifest alone: nothing recorded is lost or sent again, and requests that were in flight at the kill
   (sent, not yet recorded) are sent once more (the suites' content hashes must still match);
 * one process writes a run folder at a time (:class:`~verifier.run.store.RunFolderLock`, held from the folder's
-  creation or the resume until the report is written), and scoring counts each record key once;
+  creation or the resume until the summary is written), and scoring counts each record key once;
 * ``manifest.json`` and ``summary.json`` never contain a secret (only env var names; header values redacted).
+
+The runner never indexes history or renders a report: ``verifier.cli.compose`` does that after it returns, so
+nothing here imports ``reports`` or the history database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
-import importlib
 import importlib.metadata
 import logging
 import platform
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from verifier.http.client import EndpointClient, EndpointError
-from verifier.http.endpoints import BuiltinServers, BuiltinStartError, EndpointConfigError, EndpointSet, check_keys, default_endpoints
-from verifier.run.progress import Progress
+from verifier.http.endpoints import (
+    BuiltinServers,
+    BuiltinStartError,
+    EndpointConfigError,
+    EndpointSet,
+    check_keys,
+    default_endpoints,
+)
 from verifier.http.redaction import URL_USERINFO_MASK, redact_url
-from verifier.records import EndpointConfig, ExchangeRecord, SuiteManifest
+from verifier.kinds.logprob.fingerprint import read_profile_file
+from verifier.records import EndpointConfig
+from verifier.run.errors import InputError, RunFailed
+from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
+from verifier.run.progress import Progress
+from verifier.run.protocol import RunContext, SuiteKind, suite_problems
 from verifier.run.shard import Shard, ShardSpecError, shard_suite
-from verifier.run.store import (LOCK_NAME, ManifestEndpoint, ManifestSuite, RecordStore, RunFolderBusy, RunFolderLock,
-                            RunManifest, StoreError, _first_line, display_json)
+from verifier.run.store import (
+    LOCK_NAME,
+    ManifestEndpoint,
+    ManifestSuite,
+    RecordStore,
+    RunFolderBusy,
+    RunFolderLock,
+    RunManifest,
+    StoreError,
+    display_json,
+)
 from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary
+from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)
 
 REDACTED = "<redacted>"
-
-
-@dataclass
-class RunContext:
-    """What a suite kind gets to do its work: clients by endpoint name, the store, and the run's settings."""
-
-    run_dir: Path
-    store: RecordStore
-    clients: dict[str, EndpointClient]
-    reference: str
-    candidates: list[str]
-    repeats: int
-    seed: int
-    progress: Progress
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def endpoints(self) -> list[str]:
-        """Reference first, then candidates: the order kinds should send in."""
-        return [self.reference, *self.candidates]
-
-
-class LoadedSuiteLike(Protocol):
-    manifest: SuiteManifest
-    cases: Any
-
-
-@runtime_checkable
-class SuiteKind(Protocol):
-    """One per suite kind, registered in ``verifier.run.registry``.
-
-    Optional attributes the runner honours: ``needs_reference_first: bool`` (run the reference to completion
-    before any candidate, for kinds that compare against reference outputs while sending).
-    """
-
-    kind: str
-
-    def load(self, ref: str, options: dict) -> LoadedSuiteLike: ...
-
-    def planned_exchanges(self, suite: LoadedSuiteLike, ctx: RunContext) -> int: ...
-
-    async def run(self, suite: LoadedSuiteLike, ctx: RunContext) -> None: ...
-
-    def score(self, suite: LoadedSuiteLike, records: list[ExchangeRecord], reference: str,
-              endpoints: list[str]) -> list[EndpointSuiteResult]: ...
-
-
-class InputError(Exception):
-    """Bad input (usage, files, env): exit code 2. The message is one line."""
-
-    exit_code = 2
-
-
-class RunFailed(Exception):
-    """The run could not complete or produced nothing usable: exit code 3. ``lines`` say why."""
-
-    exit_code = 3
-
-    def __init__(self, lines: list[str], exit_code: int = 3) -> None:
-        super().__init__("; ".join(lines))
-        self.lines = lines
-        self.exit_code = exit_code
-
 
 @dataclass
 class RunSettings:
@@ -119,9 +80,6 @@ class RunSettings:
     strict: bool = False
     stream: bool | None = None
     options: dict[str, Any] = field(default_factory=dict)  # kind-specific: horizon, trials, ...
-    db: Path | str | None = None  # history database: SQLite file or PostgreSQL URL (None: the default)
-    history: bool = True
-    render: bool = True
     display_progress: bool | None = None
     backoff_base: float = 0.5
     shard: str | None = None  # "I/N": run only this shard's cases of every suite (verifier.run.shard)
@@ -136,102 +94,11 @@ class RunOutcome:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# suite lookup
-# ----------------------------------------------------------------------------------------------------------
-
-def default_suites(embedded: bool = False) -> list[str]:
-    """Suites run when none is named; ``embedded`` = the no-endpoint default against the built-in engine."""
-    try:
-        reg = importlib.import_module("verifier.run.registry")
-    except ImportError:
-        return ["toolcall-core"]
-    if embedded:
-        return list(getattr(reg, "EMBEDDED_DEFAULT_SUITES", ["toolcall-core"]))
-    return list(getattr(reg, "DEFAULT_SUITES", ["toolcall-core"]))
-
-
-def suites_to_run(requested: list[str], endpoints: EndpointSet) -> list[str]:
-    """The named suites, or the default for these endpoints.
-
-    When every endpoint is the built-in engine (no flags at all, or a config naming ``builtin:`` engines) the
-    embedded default runs one small suite of every kind, sized for 2 cores; otherwise the remote default.
-    """
-    if requested:
-        return list(requested)
-    embedded = all(src.startswith("builtin:") for src in endpoints.sources.values())
-    return default_suites(embedded=embedded)
-
-
-def load_suite(ref: str, options: dict[str, Any]) -> tuple[SuiteKind, Any]:
-    """(kind, loaded suite) for ``ref`` (a built-in name or a path), via ``verifier.run.registry``."""
-    try:
-        reg = importlib.import_module("verifier.run.registry")
-    except ImportError as e:
-        raise InputError(f"suite '{ref}': the suite registry is not available ({e})") from None
-    try:
-        _check_suite_file(ref, reg.resolve(ref))
-        kind, suite = reg.load_suite(ref, options)
-    except UnicodeDecodeError as e:  # a ValueError too: name the file, not only the codec
-        raise InputError(f"--suite {ref}: not UTF-8 text ({_first_line(e)})") from None
-    except (ValueError, KeyError, LookupError, FileNotFoundError) as e:  # SuiteLineError/SuiteResolutionError
-        raise InputError(_first_line(e)) from None
-    _check_has_cases(ref, suite)
-    return kind, suite
-
-
-_SNIFF_BYTES = 64 * 1024
-
-
-def _check_suite_file(ref: str, sref: Any) -> None:
-    """Refuse an empty, binary or non-UTF-8 suite file before any kind parses it, with one line naming it.
-
-    Why here and not in each kind's parser: every kind reads text files, and a user who passes the wrong file
-    (an image, a model checkpoint, a file truncated to nothing) should hear that, not a codec error or a run
-    with zero cases. Only the first 64 KiB are sniffed; the parser still reports a bad byte further on.
-    """
-    if getattr(sref, "builtin", None) is not None:
-        return
-    path = Path(getattr(sref, "load_ref", ref))
-    if not path.is_file():
-        return
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
-    except OSError as e:
-        raise InputError(f"--suite {ref}: cannot read the file ({e.strerror or e})") from None
-    if not head.strip() and size <= len(head):
-        raise InputError(f"--suite {ref}: the file is empty (no cases)")
-    nul = head.find(b"\0")
-    if nul >= 0:
-        raise InputError(f"--suite {ref}: a binary file, not a text suite (NUL byte at offset {nul})")
-    import codecs
-
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=size <= len(head))
-    except UnicodeDecodeError as e:
-        raise InputError(f"--suite {ref}: not UTF-8 text "
-                         f"(byte 0x{head[e.start]:02x} at offset {e.start})") from None
-
-
-def _check_has_cases(ref: str, suite: Any) -> None:
-    """A suite that loaded with zero cases (empty, or every line skipped as bad) is an input error, not a run."""
-    if getattr(suite.manifest, "case_count", 1) != 0:
-        return
-    problems = list(getattr(suite, "problems", []) or [])
-    why = ""
-    if problems:
-        p = problems[0]
-        why = f" ({len(problems)} bad line(s) skipped; first: {p.source}:{p.line}: {p.message})"
-    raise InputError(f"--suite {ref}: no cases to run{why}")
-
-
-# ----------------------------------------------------------------------------------------------------------
 # the run
 # ----------------------------------------------------------------------------------------------------------
 
 def _utcnow() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def new_run_dir(out: Path | None) -> Path:
@@ -251,7 +118,7 @@ def new_run_dir(out: Path | None) -> Path:
         except OSError as e:
             raise InputError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
         return out
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     base = Path("runs") / stamp
     path, i = base, 2
     try:
@@ -259,7 +126,8 @@ def new_run_dir(out: Path | None) -> Path:
             path, i = Path(f"{base}-{i}"), i + 1
         path.mkdir(parents=True)
     except OSError as e:
-        raise InputError(f"cannot create the run folder {path} ({e.strerror or e}); choose one with --out DIR") from None
+        raise InputError(f"cannot create the run folder {path} ({e.strerror or e}); "
+                         "choose one with --out DIR") from None
     return path
 
 
@@ -278,7 +146,7 @@ def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
         raise InputError(f"{flag} {e}") from None
 
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for pkg in ("verifier", "httpx", "pydantic", "torch", "numpy", "scipy"):
         try:
@@ -320,7 +188,8 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
     configs, sources = [], {}
     for me in m.endpoints:
         if REDACTED in me.headers.values() or URL_USERINFO_MASK in me.base_url:
-            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not stored; "
+            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not "
+                             f"stored; "
                              "pass the same --config again")
         base = me.source if me.source.startswith("builtin:") else me.base_url
         configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
@@ -332,7 +201,7 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
     return EndpointSet(configs, m.reference, sources)
 
 
-def _kind_options(s: RunSettings) -> dict[str, Any]:
+def kind_options(s: RunSettings) -> dict[str, Any]:
     opts = dict(s.options)
     opts.setdefault("limit", s.limit)
     opts.setdefault("strict", s.strict)
@@ -349,18 +218,6 @@ def _shard(text: str | None) -> Shard | None:
         return Shard.parse(text)
     except ShardSpecError as e:
         raise InputError(str(e)) from None
-
-
-def _load_suites(refs: list[str], options: dict[str, Any]) -> list[tuple[str, SuiteKind, Any]]:
-    loaded = []
-    for ref in refs:
-        kind, suite = load_suite(ref, options)
-        loaded.append((ref, kind, suite))
-    names = [s.manifest.name for _, _, s in loaded]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise InputError(f"--suite: suite name(s) {sorted(dup)} given twice")
-    return loaded
 
 
 async def _preflight(clients: dict[str, EndpointClient]) -> None:
@@ -385,8 +242,6 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
     if endpoints.profiles and "kl_profiles" not in s.options:
         s.options = {**s.options, "kl_profiles": endpoints.profiles}
     if s.options.get("kl_profiles"):
-        from verifier.kinds.logprob.fingerprint import read_profile_file
-
         try:
             read_profile_file(Path(str(s.options["kl_profiles"])))
         except ValueError as e:
@@ -396,135 +251,162 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 def execute_run(settings: RunSettings) -> RunOutcome:
     """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines.
 
-    The run folder's writer lock is held from the moment the folder is chosen until this returns.
+    The data path, top-down: check and load every input, then (engines up, clients open) preflight, send every
+    suite, score and write the summary. The run folder's writer lock is held from the moment the folder is
+    chosen until this returns.
     """
     with contextlib.ExitStack() as held:
-        return _execute_run(settings, held)
-
-
-def _execute_run(settings: RunSettings, held: contextlib.ExitStack) -> RunOutcome:
-    s = settings
-    warnings: list[str] = []
-    if s.resume is not None:
-        run_dir = Path(s.resume)
+        plan = plan_run(settings, held)
         try:
-            RunManifest.load(run_dir)  # a folder that is no run gets its own message, and no lock file
-            held.callback(lock_run_dir(run_dir, "--resume").release)
-            manifest = RunManifest.load(run_dir)  # again under the lock: what a finished writer left
-        except StoreError as e:
+            with BuiltinServers(plan.endpoints):
+                outcome = asyncio.run(_send_and_score(plan))
+        except EndpointConfigError as e:
             raise InputError(str(e)) from None
-        endpoints = _endpoints_from_manifest(manifest, s.endpoints)
-        st = manifest.settings
-        s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict", False)
-        s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
-        if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
-            raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
-                             f"not {s.shard}")
-        s.shard = st.get("shard")
-        refs = [ms.ref for ms in manifest.suites]
+        except BuiltinStartError as e:
+            raise RunFailed([str(e)]) from None
+        outcome.warnings = plan.warnings + outcome.warnings
+        return outcome
+
+
+@dataclass
+class RunPlan:
+    """A run with every input checked and the folder locked: nothing has been sent yet."""
+
+    settings: RunSettings
+    endpoints: EndpointSet
+    loaded: LoadedSuites
+    run_dir: Path
+    resumed: RunManifest | None  # the manifest of the run being resumed
+    problems: list[InputProblem]
+    warnings: list[str]
+    recorded_settings: dict[str, Any]  # what manifest.json and summary.json say the run was asked
+
+
+def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
+    """Every check that needs no network: endpoints, key env vars, suites (and, on resume, their hashes), folder."""
+    resumed = _resume_manifest(s, held) if s.resume is not None else None
+    if resumed is not None:
+        endpoints = _endpoints_from_manifest(resumed, s.endpoints)
+        refs = [ms.ref for ms in resumed.suites]
     else:
-        manifest = None
-        endpoints = s.endpoints
-        if endpoints is None:
-            endpoints = default_endpoints(stream=s.stream)
+        endpoints = s.endpoints if s.endpoints is not None else default_endpoints(stream=s.stream)
         refs = suites_to_run(s.suites, endpoints)
-        run_dir = None
     try:
         check_keys(endpoints)
     except EndpointConfigError as e:
         raise InputError(str(e)) from None
     _fingerprint_option(s, endpoints)
     shard = _shard(s.shard)
-    options = _kind_options(s)
-    loaded = _load_suites(refs, options)
-    if manifest is not None:
-        for ms, (_, _, suite) in zip(manifest.suites, loaded):
-            if ms.manifest.content_hash != suite.manifest.content_hash:
-                raise InputError(f"--resume: suite '{ms.ref}' changed since the run started "
-                                 f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
+    loaded = load_suites(refs, kind_options(s))
+    if resumed is not None:
+        _check_unchanged(resumed, loaded)
     if shard is not None:  # after the hash check: the manifest keeps describing the whole suite
         loaded = [(ref, kind, shard_suite(kind, suite, shard)) for ref, kind, suite in loaded]
-    if run_dir is None:
-        run_dir = new_run_dir(s.out)
-        held.callback(lock_run_dir(run_dir, "--out").release)
-        if _has_content(run_dir):  # another run took the empty folder and finished before we locked it
-            raise InputError(f"--out {run_dir}: folder exists and is not empty (use --resume {run_dir} to continue it)")
-        s.out = run_dir  # so an interrupted caller can say where to --resume
-    problems: list[InputProblem] = []
-    for _, _, suite in loaded:
-        problems += list(getattr(suite, "problems", []) or [])
-    for p in problems:
-        warnings.append(f"{'skipped ' if p.action == 'skipped' else ''}{p.source}:{p.line}: {p.message}")  # sent: says so
-
-    started = manifest.started_at if manifest else _utcnow()
-    run_id = manifest.run_id if manifest else run_dir.name
-    settings_out = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict, "stream": s.stream,
-                    "options": s.options}
+    run_dir = Path(s.resume) if s.resume is not None else _new_locked_run_dir(s, held)
+    problems = [p for _, _, suite in loaded for p in suite_problems(suite)]
+    warnings = [f"{'skipped ' if p.action == 'skipped' else ''}{p.source}:{p.line}: {p.message}"  # sent: says so
+                for p in problems]
+    recorded = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict, "stream": s.stream,
+                "options": s.options}
     if shard is not None:
-        settings_out["shard"] = shard.label
+        recorded["shard"] = shard.label
+    return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
+                   problems=problems, warnings=warnings, recorded_settings=recorded)
+
+
+def _resume_manifest(s: RunSettings, held: contextlib.ExitStack) -> RunManifest:
+    """Lock the folder of ``--resume`` and take the settings the run was started with back into ``s``."""
+    run_dir = Path(s.resume)
     try:
-        with BuiltinServers(endpoints):
-            outcome = asyncio.run(_run_async(s, endpoints, loaded, run_dir, manifest, started, run_id,
-                                             settings_out, problems))
-    except EndpointConfigError as e:
+        RunManifest.load(run_dir)  # a folder that is no run gets its own message, and no lock file
+        held.callback(lock_run_dir(run_dir, "--resume").release)
+        manifest = RunManifest.load(run_dir)  # again under the lock: what a finished writer left
+    except StoreError as e:
         raise InputError(str(e)) from None
-    except BuiltinStartError as e:
-        raise RunFailed([str(e)]) from None
-    outcome.warnings = warnings + outcome.warnings
-    return outcome
+    st = manifest.settings
+    s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict",
+                                                                                                            False)
+    s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
+    if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
+        raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
+                         f"not {s.shard}")
+    s.shard = st.get("shard")
+    return manifest
 
 
-async def _run_async(s: RunSettings, endpoints: EndpointSet, loaded: list[tuple[str, SuiteKind, Any]], run_dir: Path,
-                     old: RunManifest | None, started: str, run_id: str, settings_out: dict[str, Any],
-                     problems: list[InputProblem]) -> RunOutcome:
+def _check_unchanged(manifest: RunManifest, loaded: LoadedSuites) -> None:
+    """``--resume`` sends the rest of the same suites: a suite whose content changed is refused."""
+    for ms, (_, _, suite) in zip(manifest.suites, loaded):
+        if ms.manifest.content_hash != suite.manifest.content_hash:
+            raise InputError(f"--resume: suite '{ms.ref}' changed since the run started "
+                             f"(content hash {ms.manifest.content_hash[:12]} -> {suite.manifest.content_hash[:12]})")
+
+
+def _new_locked_run_dir(s: RunSettings, held: contextlib.ExitStack) -> Path:
+    run_dir = new_run_dir(s.out)
+    held.callback(lock_run_dir(run_dir, "--out").release)
+    if _has_content(run_dir):  # another run took the empty folder and finished before we locked it
+        raise InputError(f"--out {run_dir}: folder exists and is not empty (use --resume {run_dir} to continue it)")
+    s.out = run_dir  # so an interrupted caller can say where to --resume
+    return run_dir
+
+
+async def _send_and_score(plan: RunPlan) -> RunOutcome:
+    """Open the clients, preflight them, write the manifest, run every suite, score: one run, in order."""
+    s, endpoints = plan.settings, plan.endpoints
     clients = {e.name: EndpointClient(e, backoff_base=s.backoff_base) for e in endpoints.endpoints}
     async with contextlib.AsyncExitStack() as stack:
         for c in clients.values():
             await stack.enter_async_context(c)
         await _preflight(clients)
-        manifest = RunManifest(
-            run_id=run_id, started_at=started, reference=endpoints.reference,
-            endpoints=_manifest_endpoints(endpoints),
-            suites=[ManifestSuite(ref=ref, kind=kind.kind, manifest=suite.manifest) for ref, kind, suite in loaded],
-            settings=settings_out, versions=_versions(),
-            resumed_at=(old.resumed_at + [_utcnow()]) if old else [])
-        manifest.write(run_dir)
-        store = RecordStore(run_dir / "records.jsonl")
+        manifest = _write_manifest(plan)
+        store = RecordStore(plan.run_dir / "records.jsonl")
         stack.callback(store.close)
         progress = Progress(display=s.display_progress)
-        ctx = RunContext(run_dir=run_dir, store=store, clients=clients, reference=endpoints.reference,
+        ctx = RunContext(run_dir=plan.run_dir, store=store, clients=clients, reference=endpoints.reference,
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
-                         options=_kind_options(s))
-        failures: list[str] = []
-        with progress:
-            progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
-            for ref, kind, suite in loaded:
-                progress.set_label(suite.manifest.name)
-                try:
-                    if getattr(kind, "needs_reference_first", False) and ctx.candidates:
-                        ref_ctx = RunContext(**{**ctx.__dict__, "candidates": []})
-                        await kind.run(suite, ref_ctx)
-                    await kind.run(suite, ctx)
-                except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
-                    log.exception("suite %s failed", ref)
-                    failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
+                         options=kind_options(s))
+        failures = await _run_suites(plan.loaded, ctx)
         summary, duplicate_warnings = finish_run(
-            run_dir, manifest, loaded, store, reference=endpoints.reference, candidates=endpoints.candidates,
-            endpoint_info=endpoints.info(), problems=problems, failures=failures,
-            settings={**settings_out, "progress": {"exchanges": progress.done, "errors": progress.errors,
-                                                    "retries": progress.retries, "resumed": progress.resumed}})
-    outcome = RunOutcome(run_dir=run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
-    history = s.history
-    if "shard" in settings_out and history:
-        # a shard's figures cover 1/N of each suite: beside whole runs in history they would read as drift
-        outcome.warnings.append(f"shard {settings_out['shard']} not indexed into history; "
-                                "`verifier merge` indexes the merged run")
-        history = False
-    outcome.warnings += publish(run_dir, history=history, db=s.db, render_report=s.render)
-    return outcome
+            plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
+            candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
+            failures=failures,
+            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done, "errors": progress.errors,
+                                                             "retries": progress.retries,
+                                                             "resumed": progress.resumed}})
+    return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
 
 
-def finish_run(run_dir: Path, manifest: RunManifest, loaded: list[tuple[str, SuiteKind, Any]], store: RecordStore, *,
+def _write_manifest(plan: RunPlan) -> RunManifest:
+    old = plan.resumed
+    manifest = RunManifest(
+        run_id=old.run_id if old else plan.run_dir.name, started_at=old.started_at if old else _utcnow(),
+        reference=plan.endpoints.reference, endpoints=_manifest_endpoints(plan.endpoints),
+        suites=[ManifestSuite(ref=ref, kind=kind.kind, manifest=suite.manifest) for ref, kind, suite in plan.loaded],
+        settings=plan.recorded_settings, versions=package_versions(),
+        resumed_at=(old.resumed_at + [_utcnow()]) if old else [])
+    manifest.write(plan.run_dir)
+    return manifest
+
+
+async def _run_suites(loaded: LoadedSuites, ctx: RunContext) -> list[str]:
+    """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run."""
+    failures: list[str] = []
+    with ctx.progress:
+        ctx.progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
+        for ref, kind, suite in loaded:
+            ctx.progress.set_label(suite.manifest.name)
+            try:
+                if getattr(kind, "needs_reference_first", False) and ctx.candidates:
+                    await kind.run(suite, dataclasses.replace(ctx, candidates=[]))
+                await kind.run(suite, ctx)
+            except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
+                log.exception("suite %s failed", ref)
+                failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
+    return failures
+
+
+def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
                failures: list[str], settings: dict[str, Any]) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
@@ -557,7 +439,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: list[tuple[str, Sui
     # publishes them at the top level, where the report's disclosure cards and CI users look
     fingerprints = {r.endpoint: r.extra["fingerprint"] for r in results if "fingerprint" in r.extra}
     summary = RunSummary(
-        run_id=run_id, started_at=started, finished_at=finished, verifier_version=_versions().get("verifier", "0"),
+        run_id=run_id, started_at=started, finished_at=finished, verifier_version=package_versions().get("verifier",
+                                                                                                         "0"),
         reference=reference, endpoints=endpoint_info,
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
         fingerprints=fingerprints,
@@ -568,21 +451,6 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: list[tuple[str, Sui
     manifest.status = "failed" if failures else "completed"
     manifest.write(run_dir)
     return summary, duplicate_warnings
-
-
-def publish(run_dir: Path, *, history: bool, db: Any, render_report: bool) -> list[str]:
-    """Index the finished run into history, then render report.html; returns warnings (never raises)."""
-    warnings: list[str] = []
-    # index first, so the report can chart this run beside the endpoint's history and test drift
-    history_db: Any = None
-    if history:
-        problems = index_history(run_dir, db)
-        warnings += problems
-        if not problems:
-            history_db = db or _default_db()
-    if render_report:
-        warnings += render(run_dir, history_db)
-    return warnings
 
 
 def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> list[str]:
@@ -603,17 +471,6 @@ def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> 
              "(written by an older version or by two runs at once); each exchange counted once")]
 
 
-def _default_db() -> Any:
-    try:
-        from verifier.history import HistoryError, default_location
-    except ImportError:
-        return None
-    try:
-        return default_location()  # $VERIFIER_DB (path or URL) or the default file
-    except HistoryError:
-        return None
-
-
 def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
     try:
         return int(kind.planned_exchanges(suite, ctx))
@@ -624,8 +481,6 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
 def _verdicts(summary: RunSummary) -> dict:
     """Per-candidate verdicts (verifier.run.verdict, default policy); a bug there is logged, never a lost summary."""
     try:
-        from verifier.run.verdict import compute_verdicts
-
         return compute_verdicts(summary)
     except Exception:  # noqa: BLE001 - the verdict is derived data; the figures it reads are still written
         log.exception("verdicts not computed")
@@ -636,32 +491,3 @@ def write_summary(run_dir: Path, summary: RunSummary) -> None:
     tmp = Path(run_dir) / "summary.json.tmp"
     tmp.write_text(display_json(summary, indent=2))  # a provider's lone surrogate must not lose the summary
     tmp.replace(Path(run_dir) / "summary.json")
-
-
-def render(run_dir: Path, db: Any = None) -> list[str]:
-    """Write report.html via the report module (with the history section when ``db`` is given); a missing or
-    broken renderer is a warning, never a lost run."""
-    try:
-        from reports.render import render_report
-    except ImportError as e:
-        return [f"report.html not written: the report renderer is not available ({e})"]
-    try:
-        render_report(Path(run_dir), db_path=db)
-    except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
-        log.exception("report rendering failed")
-        return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "
-                f"(retry with: verifier report {run_dir})"]
-    return []
-
-
-def index_history(run_dir: Path, db: Path | str | None) -> list[str]:
-    try:
-        from verifier.history import describe_db, index_run
-    except ImportError as e:
-        return [f"run not indexed into history: {e}"]
-    try:
-        index_run(Path(run_dir), db)
-    except Exception as e:  # noqa: BLE001 - history is an index; the run folder is the record
-        # describe_db: a PostgreSQL URL is shown without its credentials
-        return [f"run not indexed into history ({describe_db(db)}): {type(e).__name__}: {_first_line(e)}"]
-    return []

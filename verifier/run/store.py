@@ -20,8 +20,9 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -86,7 +87,7 @@ class RecordStore:
                 os.fsync(self._fh.fileno())
                 self._fh.close()
 
-    def __enter__(self) -> "RecordStore":
+    def __enter__(self) -> RecordStore:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -228,7 +229,7 @@ class RunFolderLock:
         self.path = self.run_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "RunFolderLock":
+    def acquire(self) -> RunFolderLock:
         """Take the lock or raise :class:`RunFolderBusy` (held) / :class:`StoreError` (folder not writable)."""
         try:
             import fcntl  # POSIX only; imported here so that reading a run folder never needs it
@@ -252,7 +253,7 @@ class RunFolderLock:
             os.close(fd)
             raise StoreError(f"{self.run_dir}: cannot lock the run folder ({e.strerror or e})") from None
         info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         self._fd = fd
@@ -269,7 +270,7 @@ class RunFolderLock:
             pass
         os.close(fd)
 
-    def __enter__(self) -> "RunFolderLock":
+    def __enter__(self) -> RunFolderLock:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
@@ -378,7 +379,7 @@ class RunManifest(BaseModel):
         os.replace(tmp, Path(run_dir) / "manifest.json")
 
     @classmethod
-    def load(cls, run_dir: Path) -> "RunManifest":
+    def load(cls, run_dir: Path) -> RunManifest:
         path = Path(run_dir) / "manifest.json"
         if not path.exists():
             raise StoreError(f"{path}: no manifest.json; not a run folder")

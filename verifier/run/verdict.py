@@ -23,9 +23,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import fisher_exact, norm
 
-from verifier.history.drift import adjust_pvalues
 from verifier.records import Interval
-from verifier.stats.intervals import newcombe_unpaired_diff
 from verifier.run.summary import (
     EndpointSuiteResult,
     FingerprintEvidence,
@@ -33,6 +31,8 @@ from verifier.run.summary import (
     RunSummary,
     Verdict,
 )
+from verifier.stats.intervals import newcombe_unpaired_diff
+from verifier.stats.multiple import adjust_pvalues
 
 __all__ = ["HEADLINE_METRICS", "VerdictPolicy", "compute_verdicts", "verdict_for"]
 
@@ -117,7 +117,8 @@ def _unpaired(cand: Interval, ref: Interval) -> tuple[Interval, float] | None:
     return diff, p
 
 
-def _evidence(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None, policy: VerdictPolicy) -> list[MetricEvidence]:
+def _evidence(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None,
+              policy: VerdictPolicy) -> list[MetricEvidence]:
     """The headline metrics one suite measured for this candidate, each with its difference and tests."""
     out: list[MetricEvidence] = []
     for metric in HEADLINE_METRICS:
@@ -184,7 +185,8 @@ def _fingerprint(cand: EndpointSuiteResult, policy: VerdictPolicy) -> Fingerprin
         and ref_d - float(dist) >= policy.fingerprint_margin
         and policy.reference_profile not in fp.get("indistinguishable_from", [])
     )
-    return FingerprintEvidence(suite=cand.suite, profile=best, distance=dist, reference_profile=policy.reference_profile,
+    return FingerprintEvidence(suite=cand.suite, profile=best, distance=dist,
+                               reference_profile=policy.reference_profile,
                                reference_distance=ref_d, margin=policy.fingerprint_margin, names_other=names_other)
 
 
@@ -233,7 +235,8 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
             if e.metric == "trigger_f1":
                 d = -d  # the shortfall from perfect agreement
             e.cases_to_settle = _cases_to_settle(d, _se(e.difference), e.difference.n, e.margin, policy.alpha,
-                                                 len(tested), can_differ=e.test is not None and e.metric != "trigger_f1")
+                                                 len(tested),
+                                                 can_differ=e.test is not None and e.metric != "trigger_f1")
     fingerprint = next((f for f in fingerprints if f.names_other), fingerprints[0] if fingerprints else None)
     significant = [e for e in evidence if e.significant]
     named = fingerprint is not None and fingerprint.names_other

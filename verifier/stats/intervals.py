@@ -13,8 +13,7 @@ Conventions
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Hashable
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from scipy import stats as _sst

@@ -27,7 +27,8 @@ unique in the append-only store); scoring uses the finished attempt.
 Context management (so long horizons work on small-context models): the system prompt and the goal are always
 kept; when ``window_tokens`` is set and the estimated prompt exceeds it, the oldest turns (an assistant message
 with its tool results, dropped together) are removed until the estimate is under 70% of the window (so the
-prefix then stays stable for a few steps and prefix caches keep hitting), always keeping the latest turn. Prompt size is estimated
+prefix then stays stable for a few steps and prefix caches keep hitting), always keeping the latest turn. Prompt size
+is estimated
 from characters, calibrated by the ``usage.prompt_tokens`` the endpoint reported for the previous request (4 chars
 per token before the first report). With ``on_context_error="trim"`` (default) an endpoint's "context length
 exceeded" error sets the window (to 90% of the stated context length minus ``max_tokens`` when the message states
@@ -45,16 +46,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from suites.agent.base import INVALID_KINDS
-from suites.agent.scenarios import Scenario, builtin_suite, content_hash, load_scenario_file
-from suites.agent.scenarios import SUITE_VERSION
+from suites.agent.scenarios import SUITE_VERSION, Scenario, builtin_suite, content_hash, load_scenario_file
 from verifier.kinds.agent.scoring import ENDPOINT_ERROR_STOP, score_records
-from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.records import Exchange, ExchangeRecord, SuiteManifest
+from verifier.run.exchange_guard import failed_exchange, guarded
+from verifier.run.protocol import RunContext
 from verifier.run.summary import EndpointSuiteResult
 
 BUILTIN = ("agent-smoke", "agent-long")
@@ -82,7 +84,7 @@ class AgentOptions:
     on_context_error: str = "trim"
 
     @classmethod
-    def parse(cls, options: dict[str, Any], default_trials: int = 1) -> "AgentOptions":
+    def parse(cls, options: dict[str, Any], default_trials: int = 1) -> AgentOptions:
         def num(key: str, typ: type, default: Any) -> Any:
             value = options.get(key)
             if value is None:
@@ -142,7 +144,7 @@ def wire_safe(text: str | None, *, json_text: bool = False) -> str | None:
     if not text or not _LONE_SURROGATE.search(text):
         return text
     if json_text:
-        return _LONE_SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
@@ -156,7 +158,8 @@ def canonical_action(name: str | None, arguments: str) -> str:
 
 
 _CONTEXT_LEN = re.compile(r"context length (?:is |of )?(\d+)", re.IGNORECASE)
-_PROMPT_LEN = re.compile(r"prompt \((\d+) tokens\)|(\d+) tokens? in the messages|prompt has (\d+) tokens", re.IGNORECASE)
+_PROMPT_LEN = re.compile(r"prompt \((\d+) tokens\)|(\d+) tokens? in the messages|prompt has (\d+) tokens",
+                         re.IGNORECASE)
 
 
 def context_error_sizes(ex: Exchange) -> tuple[int | None, int | None]:
@@ -328,25 +331,17 @@ class AgentKind:
         )
         return AgentSuite(manifest=manifest, cases=scenarios, options=opts)
 
-    def _options(self, suite: AgentSuite, ctx: Any) -> AgentOptions:
+    def _options(self, suite: AgentSuite, ctx: RunContext) -> AgentOptions:
         opts = ctx.options or {}
         return AgentOptions.parse(opts, default_trials=int(opts.get("trials") or getattr(ctx, "repeats", 1) or 1))
 
-    @staticmethod
-    def _endpoints(ctx: Any) -> list[str]:
-        out: list[str] = []
-        for name in [ctx.reference, *ctx.candidates]:
-            if name not in out:
-                out.append(name)
-        return out
-
-    def planned_exchanges(self, suite: AgentSuite, ctx: Any) -> int:
+    def planned_exchanges(self, suite: AgentSuite, ctx: RunContext) -> int:
         opts = self._options(suite, ctx)
         per_trial = sum(s.horizon + 1 for s in suite.cases)  # oracle length + final answer: an estimate
-        return per_trial * opts.trials * len(self._endpoints(ctx))
+        return per_trial * opts.trials * len(ctx.endpoints)
 
     # ---- running -------------------------------------------------------------------------------------
-    def _plan(self, suite: AgentSuite, ctx: Any, opts: AgentOptions) -> list[_TrialPlan]:
+    def _plan(self, suite: AgentSuite, ctx: RunContext, opts: AgentOptions) -> list[_TrialPlan]:
         """Trials still to run, with their attempt number; finished trials are skipped."""
         name = suite.manifest.name
         attempts: dict[tuple[str, str, int], int] = {}
@@ -357,7 +352,7 @@ class AgentKind:
             if r.extra.get("stop_reason"):
                 finished.add(key)
         plans = []
-        for endpoint in self._endpoints(ctx):
+        for endpoint in ctx.endpoints:
             for scenario in suite.cases:
                 for trial in range(opts.trials):
                     key = (endpoint, scenario.id, trial)
@@ -366,16 +361,16 @@ class AgentKind:
                     plans.append(_TrialPlan(scenario, endpoint, trial, attempts.get(key, -1) + 1))
         return plans
 
-    async def run(self, suite: AgentSuite, ctx: Any) -> None:
+    async def run(self, suite: AgentSuite, ctx: RunContext) -> None:
         opts = self._options(suite, ctx)
         plans = self._plan(suite, ctx, opts)
-        eps = self._endpoints(ctx)  # --resume: steps already recorded count in this run's progress
+        eps = ctx.endpoints  # --resume: steps already recorded count in this run's progress
         ctx.progress.advance_resumed(r for r in ctx.store.read(kind="agent_step", suite=suite.manifest.name)
                                      if r.endpoint in eps)
         learned: dict[str, int] = {}  # endpoint -> prompt window learnt from its context-length errors
         await asyncio.gather(*(self._guarded_trial(suite, ctx, opts, p, learned) for p in plans))
 
-    async def _guarded_trial(self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan,
+    async def _guarded_trial(self, suite: AgentSuite, ctx: RunContext, opts: AgentOptions, plan: _TrialPlan,
                              learned: dict[str, int]) -> None:
         """One trial; an exception out of it ends that trial with a classified record, never the suite."""
         steps: list[int] = []
@@ -394,7 +389,7 @@ class AgentKind:
             ctx.progress.advance(1, error=True)
 
     async def _run_trial(
-        self, suite: AgentSuite, ctx: Any, opts: AgentOptions, plan: _TrialPlan, learned: dict[str, int],
+        self, suite: AgentSuite, ctx: RunContext, opts: AgentOptions, plan: _TrialPlan, learned: dict[str, int],
         steps_written: list[int] | None = None,
     ) -> None:
         scenario = plan.scenario

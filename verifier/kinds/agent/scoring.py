@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
-import numpy as np
 from scipy import stats as sst
 
-from verifier.stats import intervals as stats
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import Comparison, Disagreement, EndpointSuiteResult, Series
+from verifier.stats import intervals as stats
+from verifier.stats.survival import Survival, kaplan_meier, km_median
 
 #: step-index bins for the validity-by-step chart when trajectories are long (bin = [edge_i, edge_{i+1}))
 LOG_BIN_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -140,7 +140,8 @@ def collect_trials(
             )
             for i, r in enumerate(recs)
         ]
-        t = Trial(endpoint, case_id, trial, attempt, recs[0].extra.get("horizon"), steps, stop, success and stop is not None)
+        t = Trial(endpoint, case_id, trial, attempt, recs[0].extra.get("horizon"), steps, stop, success
+                  and stop is not None)
         key = (endpoint, case_id, trial)
         prev = best.get(key)
         if stop is None:
@@ -172,81 +173,6 @@ def pass_k_intervals(per_scenario: dict[str, list[bool]], seed: int = 0) -> dict
         values = [pass_hat_k(sum(v), len(v), k) for v in per_scenario.values()]
         out[k] = stats.bootstrap_mean(values, seed=seed).model_copy(update={"method": "bootstrap_scenarios"})
     return out
-
-
-@dataclass
-class Survival:
-    """A Kaplan-Meier curve S(t) = P(T > t) on integer times, with a pointwise 95% band."""
-
-    times: list[float]
-    surv: list[float]
-    low: list[float]
-    high: list[float]
-    n: int
-    events: int
-
-    def at(self, t: float) -> float:
-        """S(t): the curve is right-continuous and stepwise."""
-        value = 1.0
-        for ti, si in zip(self.times, self.surv):
-            if ti <= t:
-                value = si
-            else:
-                break
-        return value
-
-    def band_at(self, t: float) -> tuple[float, float]:
-        lo, hi = 1.0, 1.0
-        for ti, l_, h_ in zip(self.times, self.low, self.high):
-            if ti <= t:
-                lo, hi = l_, h_
-            else:
-                break
-        return lo, hi
-
-
-def kaplan_meier(times: Sequence[float], events: Sequence[bool]) -> Survival | None:
-    """Kaplan-Meier estimate with scipy's log-log (Greenwood) band; None when there is no observation."""
-    if len(times) != len(events):
-        raise ValueError("kaplan_meier: times and events differ in length")
-    if not times:
-        return None
-    unc = [t for t, e in zip(times, events) if e]
-    cen = [t for t, e in zip(times, events) if not e]
-    res = sst.ecdf(sst.CensoredData(uncensored=unc, right=cen))
-    q = res.sf.quantiles.tolist()
-    p = res.sf.probabilities.tolist()
-    if unc:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # undefined band where S hits 0 or 1; handled below
-            ci = res.sf.confidence_interval(confidence_level=0.95, method="log-log")
-        lo = [0.0 if not np.isfinite(v) else float(v) for v in ci.low.probabilities]
-        hi = [float(s) if not np.isfinite(v) else float(v) for v, s in zip(ci.high.probabilities, p)]
-    else:
-        lo, hi = list(p), list(p)
-    return Survival(q, p, lo, hi, n=len(times), events=len(unc))
-
-
-def km_median(curve: Survival | None) -> Interval:
-    """Median survival time with the interval read off the band (Brookmeyer-Crowley style); None if never < 0.5."""
-    if curve is None:
-        return Interval(value=None, n=0, method="kaplan_meier")
-
-    def first_below(values: list[float]) -> float | None:
-        for t, v in zip(curve.times, values):
-            if v <= 0.5:
-                return float(t)
-        return None
-
-    return Interval(
-        value=first_below(curve.surv),
-        low=first_below(curve.low),
-        high=first_below(curve.high),
-        n=curve.n,
-        method="kaplan_meier",
-    )
 
 
 def validity_by_step(trials: Sequence[Trial]) -> Series:
@@ -292,7 +218,8 @@ def divergence(ref: Trial, cand: Trial) -> tuple[int, bool, str | None, str | No
             return i + 1, True, a[i], b[i]
     if len(a) != len(b):
         i = min(len(a), len(b))
-        return i + 1, True, (a[i] if i < len(a) else "<trajectory ended>"), (b[i] if i < len(b) else "<trajectory ended>")
+        return i + 1, True, (a[i] if i < len(a) else "<trajectory ended>"), (b[i]
+                                                                             if i < len(b) else "<trajectory ended>")
     return len(a), False, None, None
 
 
@@ -415,7 +342,8 @@ def score_endpoint(
         if result.counts.get("endpoint_error_trials") or ref_failed:
             result.notes.append(
                 "comparisons with the reference use only trials both endpoints completed without an endpoint error "
-                f"(reference endpoint errors: {ref_failed}, this endpoint's: {result.counts.get('endpoint_error_trials', 0)})."
+                f"(reference endpoint errors: {ref_failed}, "
+                f"this endpoint's: {result.counts.get('endpoint_error_trials', 0)})."
             )
     return result
 

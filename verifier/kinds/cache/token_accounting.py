@@ -90,7 +90,8 @@ def compare_counts(pairs: list[tuple[int, int]], tolerance: int = TOLERANCE) -> 
     if not pairs:
         return AccountingSummary(tolerance=tolerance)
     d = np.array([r - c for r, c in pairs])
-    s = AccountingSummary(n=len(pairs), exact=int((d == 0).sum()), within_tolerance=int(((d > 0) & (d <= tolerance)).sum()),
+    s = AccountingSummary(n=len(pairs), exact=int((d == 0).sum()),
+                          within_tolerance=int(((d > 0) & (d <= tolerance)).sum()),
                           over=int((d > tolerance).sum()), under=int((d < 0).sum()), diff_mean=float(d.mean()),
                           diff_max=int(d.max()), diff_min=int(d.min()), tolerance=tolerance)
     s.examples = [{"reported": r, "local": c} for r, c in pairs if not 0 <= r - c <= tolerance][:5]

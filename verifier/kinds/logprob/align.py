@@ -117,7 +117,8 @@ def parse_chat_logprobs(content: list[dict[str, Any]] | None) -> TokenTrack:
             lp = _num(t.get("logprob"), f"logprobs.content[{i}].top_logprobs[{j}]")
             if lp is not None:
                 _merge(top, _key(t.get("token"), t.get("bytes")), lp)
-        out.append(Position(token=_key(e["token"], e.get("bytes")), logprob=_num(e.get("logprob"), f"logprobs.content[{i}]"),
+        out.append(Position(token=_key(e["token"], e.get("bytes")),
+                            logprob=_num(e.get("logprob"), f"logprobs.content[{i}]"),
                             top=top))
     return _with_offsets(out)
 
@@ -166,7 +167,8 @@ def parse_vllm_prompt_logprobs(plp: list[Any] | None, k: int) -> TokenTrack:
         for tid, v in entry.items():
             if not isinstance(v, dict):
                 raise LogprobFormatError(f"prompt_logprobs[{i}][{tid}] is not an object")
-            tok, lp, rank = str(v.get("decoded_token", tid)), _num(v.get("logprob"), f"prompt_logprobs[{i}]"), v.get("rank")
+            tok, lp, rank = str(v.get("decoded_token", tid)), _num(v.get("logprob"),
+                                                                   f"prompt_logprobs[{i}]"), v.get("rank")
             if isinstance(rank, int) and rank > k:
                 actual = (tok, lp)
             elif lp is not None:

@@ -5,7 +5,7 @@ log10 of the per-position KL at the 10th/50th/90th/99th percentiles and of the m
 the forced (prefill) path and the decode path (an INT4-*decode* variant is invisible on the prefill
 path and loud on the decode path, so the two paths together tell the variants apart), plus the
 "same top" rate. Profiles of the built-in engine's variants (FP8 KV, INT4 weights, INT4 decode, both)
-are measured once on the same model and suite and saved (``python -m verifier.kinds.logprob.fingerprint build``,
+are measured once on the same model and suite and saved (``python -m verifier.run.calibrate build``,
 written to ``suites/logprob/profiles.json``); a run then compares each candidate's profile with them.
 
 Distance = RMS difference over the features both profiles have (in decades of KL). The closest
@@ -19,8 +19,6 @@ this module's ``build`` for the built-in engine's variants: the same code pointe
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
+
 from suites import SUITES_DIR
 
 PROFILES_FILE = SUITES_DIR / "logprob" / "profiles.json"
@@ -35,7 +34,7 @@ PROFILES_FILE = SUITES_DIR / "logprob" / "profiles.json"
 # numerical noise (a prefix-cache hit, another batch shape or thread count) of 1e-6..1e-3 nats at a token, and
 # on a log scale that noise would weigh as much as a quantization. Measured on the engine: an A/A pair through
 # a warm prefix cache gives a decode-path median of 10^-5.9 and a mean of 10^-4.5; FP8 KV and INT4 decode give
-# means of 10^-1.6 and 10^-0.8 (tests/kl/test_fingerprint_endpoints.py prints them).
+# means of 10^-1.6 and 10^-0.8 (tests/kinds/logprob/test_fingerprint_endpoints.py prints them).
 KL_FLOOR = 1e-4
 UNKNOWN_DISTANCE = 0.5  # decades of KL, RMS over features
 AMBIGUOUS_MARGIN = 0.1  # another profile within this much of the best one cannot be told apart from it
@@ -140,7 +139,7 @@ def match(candidate: KLProfile, library: ProfileLibrary | None, *, suite_hash: s
                                                          "(calibrate with: verifier fingerprint build)")
     if model_sha256 is not None and library.model_sha256 is not None and model_sha256 != library.model_sha256:
         return Fingerprint(verdict="no profiles", reason="profiles were measured on another checkpoint; rebuild with "
-                                                         "python -m verifier.kinds.logprob.fingerprint build")
+                                                         "python -m verifier.run.calibrate build")
     if served_model is not None and library.served_model is not None and served_model != library.served_model:
         return Fingerprint(verdict="no profiles", reason=f"profiles were measured on model '{library.served_model}', "
                                                          f"this run's reference serves '{served_model}'; calibrate "
@@ -224,36 +223,3 @@ VARIANTS = {
 def builtin_variant_urls(model: str = "tiny") -> dict[str, str]:
     """Variant label -> ``builtin:MODEL?OPTIONS`` URL (``bf16`` is the reference)."""
     return {name: f"builtin:{model}" + (f"?{opts}" if opts else "") for name, opts in VARIANTS.items()}
-
-
-def build_library(model: str = "tiny", suite: str = "logprob-core", out: Path | None = None,
-                  run_dir: Path | None = None, options: dict | None = None) -> ProfileLibrary:
-    """Calibrate the built-in engine's variants: BF16 as reference (and as its own A/A candidate), the rest as
-    candidates, through :func:`verifier.run.calibrate.calibrate` exactly as URL endpoints would be."""
-    from verifier.run.calibrate import CalibrationRequest, calibrate
-
-    urls = builtin_variant_urls(model)
-    ref_url = urls.pop("bf16")
-    req = CalibrationRequest(reference=f"bf16={ref_url}", variants=[f"{n}={u}" for n, u in urls.items()], suite=suite,
-                             out=out, run_dir=run_dir, options=dict(options or {}))
-    return calibrate(req).library
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m verifier.kinds.logprob.fingerprint",
-                                 description="Measure KL profiles of the built-in engine's precision variants "
-                                             "(for other endpoints: verifier fingerprint build).")
-    ap.add_argument("command", choices=["build"])
-    ap.add_argument("--model", default="tiny", help="builtin model name or checkpoint path (default: tiny)")
-    ap.add_argument("--suite", default="logprob-core")
-    ap.add_argument("--out", type=Path, default=PROFILES_FILE)
-    ap.add_argument("--run-dir", type=Path, default=None)
-    args = ap.parse_args()
-    lib = build_library(args.model, args.suite, args.out, args.run_dir)
-    for name, p in lib.profiles.items():
-        print(name, json.dumps({k: round(v, 3) for k, v in p.features.items()}))
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()

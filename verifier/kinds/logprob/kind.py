@@ -37,27 +37,32 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verifier.kinds.logprob.align import (Aligned, Interner, LogprobFormatError, TokenTrack, align_tracks, common_prefix,
-                               parse_chat_logprobs, parse_legacy_logprobs, parse_vllm_prompt_logprobs)
-from verifier.kinds.logprob.estimator import TopK, exact_kl, topk_from_full, topk_kl
-from verifier.kinds.logprob.probe import ProbeResult, probe_endpoint
-from verifier.kinds.logprob.stats import KLStats, kl_cdf_series, kl_statistics
-from verifier.run.exchange_guard import failed_exchange, one_line
-from verifier.records import Exchange, ExchangeRecord, Interval, SuiteManifest
-from verifier.run.summary import InputProblem
-from verifier.run.summary import EndpointSuiteResult, Series
 from suites import SUITES_DIR
+from verifier.kinds.logprob.align import (
+    LogprobFormatError,
+)
+from verifier.kinds.logprob.estimator import exact_kl, topk_from_full, topk_kl
+from verifier.kinds.logprob.probe import ProbeResult, probe_endpoint
+from verifier.kinds.logprob.scoring import score_logprob
+from verifier.kinds.logprob.tracks import (
+    CASE_ERROR,
+    PROBE_CASE,
+    PROBE_FAILED,
+    TOP_K,
+    first_choice,
+    generation_text,
+)
+from verifier.records import Exchange, ExchangeRecord, SuiteManifest
+from verifier.run.exchange_guard import failed_exchange, one_line
+from verifier.run.protocol import RunContext
+from verifier.run.summary import EndpointSuiteResult, InputProblem
 
 DATA = SUITES_DIR / "logprob" / "logprob-core.jsonl"
 BUILTIN_SUITES = {
     "logprob-core": "24 short prompts (plain text, chat, tool-call conversations): teacher-forced + decode-path KL",
     "logprob-smoke": "7 of them, for a quick check",
 }
-TOP_K = 20
 EXACT_KS = (5, 10, 20)
-PROBE_CASE = "_probe"
-PROBE_FAILED = "probe_failed"  # variant prefix of a probe that met provider faults (never reused on resume)
-CASE_ERROR = "case_error"  # variant of the record left by an exception while measuring one case
 
 
 class LogprobCase(BaseModel):
@@ -84,7 +89,8 @@ class LoadedLogprobSuite:
     manifest: SuiteManifest
     cases: list[LogprobCase]
     problems: list[InputProblem] = field(default_factory=list)
-    profiles_path: str | None = None  # --option kl_profiles=FILE: fingerprint library (default suites/logprob/profiles.json)
+    # --option kl_profiles=FILE: fingerprint library (default suites/logprob/profiles.json)
+    profiles_path: str | None = None
 
 
 def load_cases(path: Path, *, strict: bool = False) -> tuple[list[LogprobCase], list[InputProblem]]:
@@ -123,38 +129,6 @@ def _manifest(name: str, cases: list[LogprobCase], source: str, skipped: int) ->
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# parsing records back into tracks
-# ---------------------------------------------------------------------------------------------------------------
-
-def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices")
-    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-
-
-def _generation_track(rec: ExchangeRecord) -> TokenTrack:
-    if rec.extra.get("api") == "completions":
-        return parse_legacy_logprobs(_choice(rec).get("logprobs"))
-    return parse_chat_logprobs(rec.logprobs)
-
-
-def _generation_text(rec: ExchangeRecord) -> str:
-    """The exact text the logprobs cover (tool calls included, as the model emitted them)."""
-    return _generation_track(rec).text
-
-
-def _forced_track(rec: ExchangeRecord, continuation: str) -> tuple[TokenTrack, int]:
-    """Echo track without the generated tail, and the character offset where the continuation starts."""
-    if rec.variant == "forced_vllm":
-        track = parse_vllm_prompt_logprobs(_choice(rec).get("prompt_logprobs"), int(rec.extra.get("top_k", TOP_K)))
-    else:
-        track = parse_legacy_logprobs(_choice(rec).get("logprobs"))
-    gen = int(rec.extra.get("generated_tokens", 0))
-    if gen:
-        track = TokenTrack(track.positions[:-gen])
-    return track, max(0, len(track.text) - len(continuation))
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # the kind
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -168,12 +142,14 @@ def _b64_rows(data: Any) -> np.ndarray:
         raise DistributionsReplyError("distributions reply is not an object")
     shape = data.get("shape")
     if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(x, int) and x >= 0 for x in shape)):
-        raise DistributionsReplyError(f"distributions reply: 'shape' missing or not [rows, vocab] (got {str(shape)[:40]})")
+        raise DistributionsReplyError(f"distributions reply: 'shape' missing or not [rows, vocab] (got "
+                                      f"{str(shape)[:40]})")
     try:
         raw = base64.b64decode(data.get("logprobs_b64") or "", validate=True)
         return np.frombuffer(raw, dtype="<f4").reshape(shape[0], shape[1])
     except (ValueError, TypeError) as e:
-        raise DistributionsReplyError(f"distributions reply: logprobs_b64 does not hold {shape}: {one_line(e)}") from None
+        raise DistributionsReplyError(f"distributions reply: logprobs_b64 does not hold {shape}: "
+                                      f"{one_line(e)}") from None
 
 
 def _token_ids(data: Any) -> list[int]:
@@ -214,14 +190,15 @@ class LogprobKind:
         limit = options.get("limit")
         if limit:
             cases = cases[: int(limit)]
-        return LoadedLogprobSuite(manifest=_manifest(name, cases, source, len(problems)), cases=cases, problems=problems,
+        return LoadedLogprobSuite(manifest=_manifest(name, cases, source, len(problems)), cases=cases,
+                                  problems=problems,
                                   profiles_path=options.get("kl_profiles"))
 
-    def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: Any) -> int:
+    def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: RunContext) -> int:
         return len(ctx.endpoints) * (1 + 3 * len(suite.cases))
 
     # running -----------------------------------------------------------------------------------------------
-    async def run(self, suite: LoadedLogprobSuite, ctx: Any) -> None:
+    async def run(self, suite: LoadedLogprobSuite, ctx: RunContext) -> None:
         name = suite.manifest.name
         top_k = int(ctx.options.get("top_logprobs", TOP_K))
         # one read of what is already on disk (resume, or the reference pass), kept up to date on append
@@ -238,7 +215,7 @@ class LogprobKind:
                                    for case in suite.cases))
 
     async def _guarded_case(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, probe: ProbeResult,
-                            top_k: int, ctx: Any) -> None:
+                            top_k: int, ctx: RunContext) -> None:
         """One case on one endpoint; an exception becomes that case's error record, never the suite's end."""
         try:
             await self._run_case(suite, case, ep, is_ref, probe, top_k, ctx)
@@ -246,7 +223,7 @@ class LogprobKind:
             self._append(ctx, failed_exchange(e, {"case": case.id, "endpoint": ep}), suite=suite, case_id=case.id,
                          endpoint=ep, variant=CASE_ERROR, extra={"method": "error"})
 
-    def _append(self, ctx: Any, ex: Any, *, suite: str, case_id: str, endpoint: str, variant: str,
+    def _append(self, ctx: RunContext, ex: Any, *, suite: str, case_id: str, endpoint: str, variant: str,
                 extra: dict[str, Any]) -> ExchangeRecord:
         rec = ExchangeRecord(**ex.model_dump(), kind="logprob", suite=suite, case_id=case_id, endpoint=endpoint,
                              variant=variant, extra=extra)
@@ -256,10 +233,10 @@ class LogprobKind:
         ctx.progress.advance(error=not rec.ok, retried=max(0, rec.attempts - 1))
         return rec
 
-    def _find(self, ctx: Any, suite: str, case_id: str, endpoint: str, variant: str) -> ExchangeRecord | None:
+    def _find(self, ctx: RunContext, suite: str, case_id: str, endpoint: str, variant: str) -> ExchangeRecord | None:
         return self._index.get((suite, case_id, endpoint, variant))
 
-    async def _probe(self, suite: str, ep: str, ctx: Any) -> ProbeResult:
+    async def _probe(self, suite: str, ep: str, ctx: RunContext) -> ProbeResult:
         old = self._find(ctx, suite, PROBE_CASE, ep, "probe")
         if old is not None:  # only a probe that met no provider fault is ever reused
             return ProbeResult.model_validate(old.extra["probe"])
@@ -278,7 +255,7 @@ class LogprobKind:
         return res
 
     async def _run_case(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, probe: ProbeResult, top_k: int,
-                        ctx: Any) -> None:
+                        ctx: RunContext) -> None:
         client = ctx.clients[ep]
         done = ctx.store.done_keys()
         key = lambda variant: (suite, case.id, ep, 0, None, variant)  # noqa: E731
@@ -292,7 +269,8 @@ class LogprobKind:
                 ex = await client.chat(body, stream=False)
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="generate",
                              extra={"api": "chat", "method": "chat_logprobs", "top_k": top_k})
-            elif case.kind == "text" and (probe.supported("completions_echo") or probe.supported("vllm_prompt_logprobs")):
+            elif case.kind == "text" and (probe.supported("completions_echo")
+                                          or probe.supported("vllm_prompt_logprobs")):
                 ex = await client.completions({"prompt": case.prompt, "max_tokens": case.max_tokens, "temperature": 0,
                                                "logprobs": top_k})
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="generate",
@@ -312,9 +290,9 @@ class LogprobKind:
             if ref_gen is None or not ref_gen.ok:
                 return
             try:
-                continuation = _generation_text(ref_gen)
+                continuation = generation_text(ref_gen)
             except LogprobFormatError:
-                continuation = _choice(ref_gen).get("text") or ""
+                continuation = first_choice(ref_gen).get("text") or ""
         if not continuation:
             return
         text = prompt_text + continuation
@@ -334,7 +312,7 @@ class LogprobKind:
             self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_vllm",
                          extra={"method": "vllm_prompt_logprobs", "continuation": continuation, "top_k": top_k})
 
-    def _template(self, ctx: Any) -> Any:
+    def _template(self, ctx: RunContext) -> Any:
         """The reference model's tokenizer + chat template when known (shipped model, or --option tokenizer=DIR)."""
         if not hasattr(self, "_tok_cache"):
             self._tok_cache: dict[tuple, Any] = {}
@@ -350,7 +328,7 @@ class LogprobKind:
         return self._tok_cache[key]
 
     async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str, text: str,
-                     ctx: Any) -> None:
+                     ctx: RunContext) -> None:
         """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
         client = ctx.clients[ep]
         store_dir = Path(ctx.run_dir) / "kl_exact" / suite
@@ -421,8 +399,6 @@ class LogprobKind:
     # scoring -----------------------------------------------------------------------------------------------
     def score(self, suite: LoadedLogprobSuite, records: list[ExchangeRecord], reference: str,
               endpoints: list[str]) -> list[EndpointSuiteResult]:
-        from verifier.kinds.logprob.scoring import score_logprob
-
         return score_logprob(suite, records, reference, endpoints)
 
 

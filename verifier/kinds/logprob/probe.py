@@ -27,8 +27,13 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, Field
 
 from verifier.http.client import EndpointClient
+from verifier.kinds.logprob.align import (
+    LogprobFormatError,
+    parse_chat_logprobs,
+    parse_legacy_logprobs,
+    parse_vllm_prompt_logprobs,
+)
 from verifier.run.exchange_guard import PROVIDER_FAULTS, one_line
-from verifier.kinds.logprob.align import LogprobFormatError, parse_chat_logprobs, parse_legacy_logprobs, parse_vllm_prompt_logprobs
 
 METHODS = ("exact", "completions_echo", "vllm_prompt_logprobs", "chat_logprobs")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."

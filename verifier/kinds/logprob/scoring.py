@@ -20,9 +20,10 @@ from verifier.kinds.logprob.estimator import topk_kl
 from verifier.kinds.logprob.fingerprint import load_library, make_profile, match, reference_model
 from verifier.kinds.logprob.probe import ProbeResult
 from verifier.kinds.logprob.stats import KLStats, kl_cdf_series, kl_statistics
+from verifier.kinds.logprob.tracks import CASE_ERROR, PROBE_FAILED, forced_track, generation_track
 from verifier.records import ExchangeRecord, Interval
-from verifier.stats.intervals import wilson
 from verifier.run.summary import EndpointSuiteResult
+from verifier.stats.intervals import wilson
 
 FORCED_VARIANTS = ("forced_exact", "forced_echo", "forced_vllm")
 
@@ -69,19 +70,6 @@ class PathData:
                              kl_lower=self.cat("lower"))
 
 
-def _choice(rec: ExchangeRecord) -> dict[str, Any]:
-    choices = (rec.response or {}).get("choices")
-    return choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-
-
-def _gen_track(rec: ExchangeRecord) -> TokenTrack:
-    from verifier.kinds.logprob.align import parse_chat_logprobs, parse_legacy_logprobs
-
-    if rec.extra.get("api") == "completions":
-        return parse_legacy_logprobs(_choice(rec).get("logprobs"))
-    return parse_chat_logprobs(rec.logprobs)
-
-
 def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: TokenTrack, start: int) -> None:
     al = align_tracks(ref, cand, start_offset=start, interner=Interner())
     data.misaligned += al.misaligned
@@ -95,12 +83,11 @@ def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
             forced_on_reference: frozenset[str] = frozenset()) -> PathData:
     """``forced_on_reference``: cases whose forced text is the reference's generation (no fixed continuation):
     when that generation failed, the case is lost on this path too, and counted so."""
-    from verifier.kinds.logprob.kind import _forced_track
-
     data = PathData()
     for cid in case_ids:
         ref_gen = recs.get((ref_ep, cid, "generate"))
-        if _case_error(recs, cid, ref_ep, ep) or (cid in forced_on_reference and ref_gen is not None and not ref_gen.ok):
+        if _case_error(recs, cid, ref_ep, ep) or (cid in forced_on_reference and ref_gen is not None
+                                                  and not ref_gen.ok):
             data.failed += 1
             continue
         ce = recs.get((ep, cid, "forced_exact"))
@@ -128,8 +115,8 @@ def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
                 continue
             cont = r.extra.get("continuation", "")
             try:
-                rt, start = _forced_track(r, cont)
-                ct, _ = _forced_track(c, cont)
+                rt, start = forced_track(r, cont)
+                ct, _ = forced_track(c, cont)
             except LogprobFormatError:
                 data.misaligned += 1
                 continue
@@ -148,25 +135,22 @@ def _decode(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
         if r is None or c is None:
             continue
         try:
-            rt, ct = _gen_track(r), _gen_track(c)
+            rt, ct = generation_track(r), generation_track(c)
         except LogprobFormatError:
             continue
         m = common_prefix(rt, ct)
         data.first_divergence[cid] = m if m < min(len(rt.positions), len(ct.positions)) else None
-        _topk_path(data, cid, r.extra.get("method", "generate"), TokenTrack(rt.positions[:m]), TokenTrack(ct.positions[:m]), 0)
+        _topk_path(data, cid, r.extra.get("method", "generate"), TokenTrack(rt.positions[:m]),
+                   TokenTrack(ct.positions[:m]), 0)
     return data
 
 
 def _case_error(recs: dict[tuple[str, str, str], ExchangeRecord], cid: str, ref_ep: str, ep: str) -> bool:
-    from verifier.kinds.logprob.kind import CASE_ERROR
-
     return (ref_ep, cid, CASE_ERROR) in recs or (ep, cid, CASE_ERROR) in recs
 
 
 def _probe_for(recs: dict[tuple[str, str, str], ExchangeRecord], ep: str) -> ProbeResult | None:
     """The endpoint's clean probe; else its latest failed one (provider faults: support unknown)."""
-    from verifier.kinds.logprob.kind import PROBE_FAILED
-
     clean = [r for (e, _, v), r in recs.items() if e == ep and v == "probe" and "probe" in r.extra]
     failed = sorted(((int(v[len(PROBE_FAILED):] or 0), r) for (e, _, v), r in recs.items()
                      if e == ep and v.startswith(PROBE_FAILED) and "probe" in r.extra), key=lambda x: x[0])
@@ -225,7 +209,8 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
 
         from verifier.kinds.logprob.fingerprint import PROFILES_FILE
 
-        library = load_library(name, Path(suite.profiles_path) if getattr(suite, 'profiles_path', None) else PROFILES_FILE)
+        library = load_library(name, Path(suite.profiles_path)
+                               if getattr(suite, 'profiles_path', None) else PROFILES_FILE)
     except ValueError:
         library = None
     ref_sha = _reference_sha(records, reference)
@@ -279,7 +264,8 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
             res.counts[f"{path}_positions"] = st.n_positions
             res.counts[f"{path}_sequences"] = st.n_sequences
             res.counts[f"{path}_misaligned"] = data.misaligned
-            res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {res.extra['method'] if path == headline else ','.join(sorted(data.methods))})"))
+            methods = res.extra["method"] if path == headline else ",".join(sorted(data.methods))
+            res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {methods})"))
             res.extra["paths"][path] = {"methods": dict(data.methods), "stats": st.model_dump(exclude_none=True)}
         if decode.first_divergence:
             vals = [v for v in decode.first_divergence.values() if v is not None]

@@ -19,8 +19,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from verifier.records import Interval
-from verifier.stats.intervals import bootstrap_mean
 from verifier.run.summary import Series
+from verifier.stats.intervals import bootstrap_mean
 
 KL_PERCENTILES: tuple[float, ...] = (99.9, 99, 95, 90, 50, 10, 5, 1)
 DP_PERCENTILES: tuple[float, ...] = (99.9, 99, 95, 90, 75, 50, 25, 10, 5, 1, 0.1)
@@ -78,7 +78,9 @@ def _pcts(arr: np.ndarray, qs: tuple[float, ...]) -> dict[str, float]:
 
 def _sqrt_interval(iv: Interval) -> Interval:
     """RMS from a mean of squares: sqrt is monotone, so the interval maps through it."""
-    f = (lambda v: None if v is None else math.sqrt(max(v, 0.0)))
+    def f(v: float | None) -> float | None:
+        return None if v is None else math.sqrt(max(v, 0.0))
+
     return Interval(value=f(iv.value), low=f(iv.low), high=f(iv.high), n=iv.n, method=iv.method)
 
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.run.exchange_guard import failed_exchange, guarded
-from verifier.records import ExchangeRecord
-from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
-from verifier.run.summary import EndpointSuiteResult
 from verifier.kinds.toolcall.scoring import score_toolcall
+from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
+from verifier.records import ExchangeRecord
+from verifier.run.exchange_guard import failed_exchange, guarded
+from verifier.run.protocol import RunContext
+from verifier.run.summary import EndpointSuiteResult
 
 BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
 
@@ -64,8 +65,10 @@ def _variants(options: dict[str, Any], default: tuple[str | None, ...]) -> tuple
     raise ValueError(f"option variants: expected both, stream, nonstream or default, got {v!r}")
 
 
-def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: str = "1", options: dict[str, Any] | None = None,
-                        default_variants: tuple[str | None, ...] = (None,), source_label: str | None = None) -> ToolcallSuite:
+def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: str = "1",
+                        options: dict[str, Any] | None = None,
+                        default_variants: tuple[str | None,
+                                                ...] = (None,), source_label: str | None = None) -> ToolcallSuite:
     """Load a JSONL suite and apply run options (``limit``, ``variants``, ``strict``)."""
     options = options or {}
     base = load_jsonl(path, name=name, version=version, strict=bool(options.get("strict")), source_label=source_label)
@@ -97,42 +100,35 @@ class ToolcallKind:
         return load_toolcall_suite(ref, options=options)
 
     @staticmethod
-    def _endpoints(ctx: Any) -> list[str]:
-        out: list[str] = []
-        for name in [ctx.reference, *ctx.candidates]:
-            if name not in out:
-                out.append(name)
-        return out
-
-    @staticmethod
-    def _repeats(ctx: Any) -> int:
+    def _repeats(ctx: RunContext) -> int:
         return max(1, int(getattr(ctx, "repeats", 1) or 1))
 
-    def planned_exchanges(self, suite: ToolcallSuite, ctx: Any) -> int:
-        return len(suite.cases) * len(suite.variants) * self._repeats(ctx) * len(self._endpoints(ctx))
+    def planned_exchanges(self, suite: ToolcallSuite, ctx: RunContext) -> int:
+        return len(suite.cases) * len(suite.variants) * self._repeats(ctx) * len(ctx.endpoints)
 
-    def _todo(self, suite: ToolcallSuite, ctx: Any) -> list[tuple[str, Any, int, str | None]]:
+    def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None]]:
         done = ctx.store.done_keys()
         name = suite.manifest.name
         todo = []
         for repeat in range(self._repeats(ctx)):
             for case in suite.cases:
                 for variant in suite.variants:
-                    for endpoint in self._endpoints(ctx):
+                    for endpoint in ctx.endpoints:
                         if (name, case.id, endpoint, repeat, None, variant) not in done:
                             todo.append((endpoint, case, repeat, variant))
         return todo
 
-    async def run(self, suite: ToolcallSuite, ctx: Any) -> None:
+    async def run(self, suite: ToolcallSuite, ctx: RunContext) -> None:
         """Send every pending exchange; the clients enforce rate and concurrency limits."""
         todo = self._todo(suite, ctx)
         skipped = self.planned_exchanges(suite, ctx) - len(todo)
         if skipped > 0:  # already on disk from an earlier, interrupted run: count them with their errors/retries
             ctx.progress.advance_resumed(r for r in ctx.store.read(kind="toolcall", suite=suite.manifest.name)
-                                         if r.endpoint in self._endpoints(ctx))
+                                         if r.endpoint in ctx.endpoints)
         await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
 
-    async def _one(self, suite: ToolcallSuite, ctx: Any, endpoint: str, case: Any, repeat: int, variant: str | None) -> None:
+    async def _one(self, suite: ToolcallSuite, ctx: RunContext, endpoint: str, case: Any, repeat: int,
+                   variant: str | None) -> None:
         if variant is not None:
             stream: bool | None = variant == "stream"
         else:

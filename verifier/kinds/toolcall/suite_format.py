@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verifier.kinds.toolcall.tool_schemas import schema_problem
 from verifier.records import SuiteManifest
 from verifier.run.summary import InputProblem
-from verifier.kinds.toolcall.tool_schemas import schema_problem
 
 #: Roles OpenAI-compatible servers accept, plus K2VV's ``_input`` (rewritten to ``system``).
 KNOWN_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function", "_input"})

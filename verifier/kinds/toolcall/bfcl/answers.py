@@ -191,7 +191,8 @@ def render_options(options: list[Any], language: str, doc: dict[str, Any]) -> li
         if option == OMIT:
             out.append(OMIT)
             continue
-        texts = render_java(option, bfcl_type, item_type) if language == "java" else render_javascript(option, bfcl_type)
+        texts = render_java(option, bfcl_type, item_type) if language == "java" else render_javascript(option,
+                                                                                                       bfcl_type)
         out.extend(t for t in texts if t not in out)
     return out
 

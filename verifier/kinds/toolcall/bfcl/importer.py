@@ -9,7 +9,8 @@ Categories and what becomes of them (one suite request is one model reply, so wh
 replies or executed tools keeps only what one reply can be judged on):
 
 - single-call categories (``simple_*``, ``multiple``, ``live_simple``, ``live_multiple``): with the
-  possible-answer file, ``_meta.expected`` = the call, BFCL's option lists kept (:mod:`verifier.kinds.toolcall.bfcl.answers`);
+  possible-answer file, ``_meta.expected`` = the call, BFCL's option lists kept
+  (:mod:`verifier.kinds.toolcall.bfcl.answers`);
 - ``irrelevance``, ``live_irrelevance``: ``expected: null`` (no call is right); an entry offering no
   function at all is sent without ``tools``;
 - ``parallel*``, ``live_relevance``: imported without expected answer (BFCL wants several calls at once,
