@@ -136,8 +136,8 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
             summaries[run_id] = load_summary(folder)
         except HistoryError:
             continue  # folder moved or deleted: the run is still drawn from the database, without a verdict
-    verdicts = {run_id: (s.reference, s.verdicts or compute_verdicts(s), s.fingerprints) for run_id,
-                s in summaries.items()}
+    verdicts = {run_id: (s.reference, s.verdicts or compute_verdicts(s), s.fingerprints)
+                for run_id, s in summaries.items()}
 
     endpoints: dict[str, list[MetricPoint]] = defaultdict(list)
     for p in points:
@@ -149,8 +149,8 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
             run = runs_by_id.setdefault(p.run_id, DashboardRun(run_id=p.run_id, started_at=p.started_at,
                                                                drift=flags.get((p.run_id, name), [])))
             if p.basis == "value":
-                key = p.metric if len({q.suite for q in pts
-                                       if q.metric == p.metric}) == 1 else f"{p.metric} · {p.suite}"
+                one_suite = len({q.suite for q in pts if q.metric == p.metric}) == 1
+                key = p.metric if one_suite else f"{p.metric} · {p.suite}"
                 run.figures[key] = _fmt(p.metric, p.value, p.ci_low, p.ci_high, p.n)
         for run in runs_by_id.values():
             folder = folders.get(run.run_id)

@@ -9,7 +9,8 @@ silent ``None`` in a report three modules away. Records are serialised one per l
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,3 +137,20 @@ class Interval(BaseModel):
     high: float | None = None
     n: int = 0
     method: str | None = None  # "wilson", "bootstrap", "newcombe", ...
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def read_json_model(model: type[_Model], path: Path, *, missing: str, unreadable: str,
+                    error: type[Exception] = ValueError) -> _Model:
+    """``model`` parsed from the JSON file at ``path``; a missing or malformed file is one ``error`` line naming it
+    (``{path}: {missing}`` or ``{path}: {unreadable} (first line of the parse error)``), never a traceback."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: {missing}")
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise error(f"{path}: {unreadable} ({first})") from None

@@ -132,8 +132,8 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"amenities": _pick_some(r, ["wifi", "pool", "gym", "parking", "breakfast"], 1, 2)}
                       if _maybe(r, 0.4) else {})},
     "convert_currency":
-        lambda r: (lambda a,
-                   b: {"amount": _money(r, 5, 5000), "from_currency": a, "to_currency": b})(*r.sample(CURRENCIES, 2)),
+        lambda r: (lambda a, b: {"amount": _money(r, 5, 5000), "from_currency": a, "to_currency": b})(
+            *r.sample(CURRENCIES, 2)),
     "get_stock_quote":
         lambda r: {"ticker": r.choice(TICKERS),
                    **({"exchange": r.choice(["NASDAQ", "NYSE", "XETRA"])} if _maybe(r, 0.3) else {})},

@@ -111,13 +111,7 @@ PAGE_STATE = """(() => {
 @pytest.mark.parametrize("which", ["real-run", "fixture"])
 def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: str) -> None:
     browser.send("Emulation.setDeviceMetricsOverride", width=1366, height=768, deviceScaleFactor=1, mobile=False)
-    path = reports[which]
-    url = path.resolve().as_uri()
-    browser.events.clear()
-    browser.send("Page.navigate", url=url)
-    browser.wait_for("Page.loadEventFired")
-    browser.drain(1.0)
-    state = browser.evaluate(PAGE_STATE)
+    state, other_requests, _ = _open(browser, reports[which])
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = browser.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
@@ -134,8 +128,7 @@ def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: s
     errors += [e["params"]["entry"] for e in browser.events
                if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
     assert not errors, f"console errors in {which}: {errors}"
-    requests = [e["params"]["request"]["url"] for e in browser.events if e["method"] == "Network.requestWillBeSent"]
-    assert [u for u in requests if u != url] == [], "the report made a network request"
+    assert other_requests == [], "the report made a network request"
 
     assert state["pwned"] is None, "model output executed as script"
     assert state["title"].startswith("verifier report")

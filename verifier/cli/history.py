@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -33,11 +34,21 @@ _DB_OPT = typer.Option(
     None, "--db", metavar="PATH|URL",
     help="History database: a SQLite file or postgresql://user@host:port/dbname (default $VERIFIER_DB, else "
          "~/.local/share/verifier/history.sqlite).")
+_DRIFT_POLICY_OPT = typer.Option(None, "--policy",
+                                 help="Policy TOML whose [drift] table sets the drift test (alpha, method, window).")
 
 
-def _die(message: str, code: int = 2) -> None:
+def _die(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)  # plain: an error is one line, never wrapped by rich
     raise typer.Exit(code)
+
+
+def _policy(path: Path | None, default: Policy | None = DEFAULT_POLICY) -> Policy | None:
+    """The policy TOML at ``path`` (``default`` when none is given); a bad file is one error line, exit 2."""
+    try:
+        return load_policy(path) if path else default
+    except PolicyError as exc:
+        _die(str(exc))
 
 
 def _row(table: Table, *cells: str) -> None:
@@ -107,14 +118,13 @@ def _drift_for(run_dir: Path, db: str | None, policy: Policy) -> DriftReport | N
 def drift(
     run_dir: Path = typer.Argument(..., help="The run to test (its own rows in the db are ignored)."),
     db: str | None = _DB_OPT,
-    policy: Path | None = typer.Option(None, "--policy",
-                                          help="Policy TOML whose [drift] table sets alpha/method/window."),
+    policy: Path | None = _DRIFT_POLICY_OPT,
 ) -> None:
     """Test a run's metrics against each endpoint's own recent history; exit 1 when drift is detected."""
+    pol = _policy(policy)
     try:
-        pol = load_policy(policy) if policy else DEFAULT_POLICY
         rep = _drift_for(run_dir, db, pol)
-    except (PolicyError, HistoryError) as exc:
+    except HistoryError as exc:
         _die(str(exc))
     if rep is None:
         _die(f"{describe_db(db)}: no history database here")
@@ -140,13 +150,13 @@ def report(
     """Re-render report.html with the history charts and drift table from the database."""
     from reports.render import render_report  # lazy: matplotlib is only needed when a report is drawn
 
+    pol = _policy(policy, default=None)
     try:
-        pol = load_policy(policy) if policy else None
         loc = resolve_db(db)
         if not history_exists(loc):
             _die(f"{loc}: no history database here")
         out = render_report(run_dir, db_path=loc, policy=pol)
-    except (PolicyError, HistoryError) as exc:
+    except HistoryError as exc:
         _die(str(exc))
     _out.print(str(out), markup=False, highlight=False)
 
@@ -155,18 +165,17 @@ def report(
 def dashboard(
     out: Path = typer.Option(..., "--out", help="Where to write the dashboard page (one self-contained HTML file)."),
     db: str | None = _DB_OPT,
-    policy: Path | None = typer.Option(None, "--policy",
-                                          help="Policy TOML whose [drift] table sets the drift test."),
+    policy: Path | None = _DRIFT_POLICY_OPT,
 ) -> None:
     """One page over the whole history: headline metrics over time per endpoint, drift marks, verdicts, report links."""
     from reports.dashboard import DASHBOARD_METRICS, render_dashboard  # lazy: matplotlib only when drawing
 
+    pol = _policy(policy)
     try:
-        pol = load_policy(policy) if policy else DEFAULT_POLICY
         if not history_exists(db):
             _die(f"{describe_db(db)}: no history database here")
         written = render_dashboard(db, out, pol.drift.model_copy(update={"metrics": DASHBOARD_METRICS}))
-    except (PolicyError, HistoryError) as exc:
+    except HistoryError as exc:
         _die(str(exc))
     except OSError as exc:
         _die(f"{out}: cannot write the dashboard ({exc.strerror or exc})")
@@ -183,11 +192,11 @@ def gate(
                                             help="Write a Markdown summary here (CI job summary / PR comment)."),
 ) -> None:
     """Judge a run against a policy: exit 0 pass, 1 fail, 2 error (bad policy or run folder)."""
+    pol = _policy(policy)
     try:
-        pol = load_policy(policy) if policy else DEFAULT_POLICY
         summary = load_summary(run_dir)
         rep = _drift_for(run_dir, db, pol) if not pol.allow_drift else None
-    except (PolicyError, HistoryError) as exc:
+    except HistoryError as exc:
         _die(str(exc))
     result = evaluate(summary, pol, rep)
     md = to_markdown(result)

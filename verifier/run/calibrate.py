@@ -201,8 +201,8 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
     for me in manifest.endpoints:
         lib.endpoints[me.name] = CalibrationEndpoint(
             source=public_source(me.source), model=me.model, builtin=me.builtin, api_key_env=me.api_key_env,
-            headers={k: "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v for k,
-                     v in me.headers.items()},
+            headers={k: "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v
+                     for k, v in me.headers.items()},
             extra_body=me.extra_body, stream=me.stream)
     missing: list[str] = []
     for r in summary.results:

@@ -94,159 +94,8 @@ class RunOutcome:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the run
+# the data path, top-down: plan (every input checked, nothing sent) -> preflight -> each suite -> score
 # ----------------------------------------------------------------------------------------------------------
-
-def _utcnow() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def new_run_dir(out: Path | None) -> Path:
-    """``--out`` (must be new or empty) or ``runs/<UTC timestamp>`` (suffixed if taken).
-
-    Every way the folder can be unusable (a file in the way, no permission, a path too long, a read-only
-    file system) is an :class:`InputError` naming the path, so a typo costs one line, not a traceback.
-    """
-    if out is not None:
-        out = Path(out)
-        try:
-            if out.exists() and not out.is_dir():
-                raise InputError(f"--out {out}: exists and is not a folder")
-            if out.is_dir() and _has_content(out):
-                raise InputError(f"--out {out}: folder exists and is not empty (use --resume {out} to continue it)")
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise InputError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
-        return out
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = Path("runs") / stamp
-    path, i = base, 2
-    try:
-        while path.exists():
-            path, i = Path(f"{base}-{i}"), i + 1
-        path.mkdir(parents=True)
-    except OSError as e:
-        raise InputError(f"cannot create the run folder {path} ({e.strerror or e}); "
-                         "choose one with --out DIR") from None
-    return path
-
-
-def _has_content(folder: Path) -> bool:
-    """Anything but the lock file (a run that died before writing its manifest leaves only that)."""
-    return any(p.name != LOCK_NAME for p in folder.iterdir())
-
-
-def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
-    """Take the folder's writer lock; a live holder or an unwritable folder is an :class:`InputError` (exit 2)."""
-    try:
-        return RunFolderLock(run_dir).acquire()
-    except RunFolderBusy as e:
-        raise InputError(str(e)) from None
-    except StoreError as e:
-        raise InputError(f"{flag} {e}") from None
-
-
-def package_versions() -> dict[str, str]:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for pkg in ("verifier", "httpx", "pydantic", "torch", "numpy", "scipy"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def _is_secret_header(name: str) -> bool:
-    h = name.lower()
-    return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
-
-
-def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
-    out = []
-    for e in eps.endpoints:
-        spec = eps.builtin(e.name)
-        headers = {k: (REDACTED if _is_secret_header(k) else v) for k, v in e.headers.items()}
-        out.append(ManifestEndpoint(  # URL userinfo is a secret too: redacted, and --resume asks for --config
-            name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
-            base_url=redact_url(e.base_url) or "", model=e.model,
-            api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
-            concurrency=e.concurrency, timeout=e.timeout, stream=e.stream, max_attempts=e.max_attempts,
-            is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
-    return out
-
-
-def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> EndpointSet:
-    """Rebuild the endpoint set for ``--resume``; secret headers must come back from the same ``--config``."""
-    if override is not None:
-        names = {e.name for e in m.endpoints}
-        if {e.name for e in override.endpoints} != names:
-            raise InputError(f"--resume: the endpoints given ({sorted(e.name for e in override.endpoints)}) "
-                             f"differ from the run's ({sorted(names)})")
-        override.reference = m.reference
-        override.endpoints.sort(key=lambda c: c.name != m.reference)
-        return override
-    configs, sources = [], {}
-    for me in m.endpoints:
-        if REDACTED in me.headers.values() or URL_USERINFO_MASK in me.base_url:
-            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not "
-                             f"stored; "
-                             "pass the same --config again")
-        base = me.source if me.source.startswith("builtin:") else me.base_url
-        configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
-                                      headers=me.headers, extra_body=me.extra_body, rate=me.rate,
-                                      concurrency=me.concurrency, timeout=me.timeout, stream=me.stream,
-                                      max_attempts=me.max_attempts))
-        sources[me.name] = me.source
-    configs.sort(key=lambda c: c.name != m.reference)
-    return EndpointSet(configs, m.reference, sources)
-
-
-def kind_options(s: RunSettings) -> dict[str, Any]:
-    opts = dict(s.options)
-    opts.setdefault("limit", s.limit)
-    opts.setdefault("strict", s.strict)
-    if s.stream is not None:
-        opts.setdefault("stream", s.stream)
-    return {k: v for k, v in opts.items() if v is not None}
-
-
-def _shard(text: str | None) -> Shard | None:
-    """``--shard I/N`` parsed (None when not sharded); a malformed value is an :class:`InputError`."""
-    if text is None:
-        return None
-    try:
-        return Shard.parse(text)
-    except ShardSpecError as e:
-        raise InputError(str(e)) from None
-
-
-async def _preflight(clients: dict[str, EndpointClient]) -> None:
-    results = await asyncio.gather(*(c.preflight() for c in clients.values()), return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if not errors:
-        return
-    lines, code = [], 2
-    for e in errors:
-        if isinstance(e, EndpointError):
-            lines.append(str(e))
-            if e.kind in ("unreachable", "bad_response", "models_unavailable"):
-                code = 3
-        else:
-            raise e
-    raise RunFailed(lines, exit_code=code)
-
-
-def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
-    """``kl_profiles``: from ``--option`` or the TOML's ``[fingerprint]``; a missing or malformed file is an input
-    error now, not a "no profiles" verdict after the whole run."""
-    if endpoints.profiles and "kl_profiles" not in s.options:
-        s.options = {**s.options, "kl_profiles": endpoints.profiles}
-    if s.options.get("kl_profiles"):
-        try:
-            read_profile_file(Path(str(s.options["kl_profiles"])))
-        except ValueError as e:
-            raise InputError(f"kl_profiles: {e}") from None
-
 
 def execute_run(settings: RunSettings) -> RunOutcome:
     """Run everything ``settings`` asks for; raises InputError (exit 2) or RunFailed (exit 3) with clear lines.
@@ -404,6 +253,161 @@ async def _run_suites(loaded: LoadedSuites, ctx: RunContext) -> list[str]:
                 log.exception("suite %s failed", ref)
                 failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
     return failures
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the run folder, its manifest and the endpoints in it
+# ----------------------------------------------------------------------------------------------------------
+
+def _utcnow() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_run_dir(out: Path | None) -> Path:
+    """``--out`` (must be new or empty) or ``runs/<UTC timestamp>`` (suffixed if taken).
+
+    Every way the folder can be unusable (a file in the way, no permission, a path too long, a read-only
+    file system) is an :class:`InputError` naming the path, so a typo costs one line, not a traceback.
+    """
+    if out is not None:
+        out = Path(out)
+        try:
+            if out.exists() and not out.is_dir():
+                raise InputError(f"--out {out}: exists and is not a folder")
+            if out.is_dir() and _has_content(out):
+                raise InputError(f"--out {out}: folder exists and is not empty (use --resume {out} to continue it)")
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
+        return out
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = Path("runs") / stamp
+    path, i = base, 2
+    try:
+        while path.exists():
+            path, i = Path(f"{base}-{i}"), i + 1
+        path.mkdir(parents=True)
+    except OSError as e:
+        raise InputError(f"cannot create the run folder {path} ({e.strerror or e}); "
+                         "choose one with --out DIR") from None
+    return path
+
+
+def _has_content(folder: Path) -> bool:
+    """Anything but the lock file (a run that died before writing its manifest leaves only that)."""
+    return any(p.name != LOCK_NAME for p in folder.iterdir())
+
+
+def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
+    """Take the folder's writer lock; a live holder or an unwritable folder is an :class:`InputError` (exit 2)."""
+    try:
+        return RunFolderLock(run_dir).acquire()
+    except RunFolderBusy as e:
+        raise InputError(str(e)) from None
+    except StoreError as e:
+        raise InputError(f"{flag} {e}") from None
+
+
+def package_versions() -> dict[str, str]:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for pkg in ("verifier", "httpx", "pydantic", "torch", "numpy", "scipy"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _is_secret_header(name: str) -> bool:
+    h = name.lower()
+    return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
+
+
+def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
+    out = []
+    for e in eps.endpoints:
+        spec = eps.builtin(e.name)
+        headers = {k: (REDACTED if _is_secret_header(k) else v) for k, v in e.headers.items()}
+        out.append(ManifestEndpoint(  # URL userinfo is a secret too: redacted, and --resume asks for --config
+            name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
+            base_url=redact_url(e.base_url) or "", model=e.model,
+            api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
+            concurrency=e.concurrency, timeout=e.timeout, stream=e.stream, max_attempts=e.max_attempts,
+            is_reference=e.name == eps.reference, builtin=spec.as_dict() if spec else None))
+    return out
+
+
+def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> EndpointSet:
+    """Rebuild the endpoint set for ``--resume``; secret headers must come back from the same ``--config``."""
+    if override is not None:
+        names = {e.name for e in m.endpoints}
+        if {e.name for e in override.endpoints} != names:
+            raise InputError(f"--resume: the endpoints given ({sorted(e.name for e in override.endpoints)}) "
+                             f"differ from the run's ({sorted(names)})")
+        override.reference = m.reference
+        override.endpoints.sort(key=lambda c: c.name != m.reference)
+        return override
+    configs, sources = [], {}
+    for me in m.endpoints:
+        if REDACTED in me.headers.values() or URL_USERINFO_MASK in me.base_url:
+            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not "
+                             f"stored; "
+                             "pass the same --config again")
+        base = me.source if me.source.startswith("builtin:") else me.base_url
+        configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
+                                      headers=me.headers, extra_body=me.extra_body, rate=me.rate,
+                                      concurrency=me.concurrency, timeout=me.timeout, stream=me.stream,
+                                      max_attempts=me.max_attempts))
+        sources[me.name] = me.source
+    configs.sort(key=lambda c: c.name != m.reference)
+    return EndpointSet(configs, m.reference, sources)
+
+
+def kind_options(s: RunSettings) -> dict[str, Any]:
+    opts = dict(s.options)
+    opts.setdefault("limit", s.limit)
+    opts.setdefault("strict", s.strict)
+    if s.stream is not None:
+        opts.setdefault("stream", s.stream)
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--shard I/N`` parsed (None when not sharded); a malformed value is an :class:`InputError`."""
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ShardSpecError as e:
+        raise InputError(str(e)) from None
+
+
+async def _preflight(clients: dict[str, EndpointClient]) -> None:
+    results = await asyncio.gather(*(c.preflight() for c in clients.values()), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if not errors:
+        return
+    lines, code = [], 2
+    for e in errors:
+        if isinstance(e, EndpointError):
+            lines.append(str(e))
+            if e.kind in ("unreachable", "bad_response", "models_unavailable"):
+                code = 3
+        else:
+            raise e
+    raise RunFailed(lines, exit_code=code)
+
+
+def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
+    """``kl_profiles``: from ``--option`` or the TOML's ``[fingerprint]``; a missing or malformed file is an input
+    error now, not a "no profiles" verdict after the whole run."""
+    if endpoints.profiles and "kl_profiles" not in s.options:
+        s.options = {**s.options, "kl_profiles": endpoints.profiles}
+    if s.options.get("kl_profiles"):
+        try:
+            read_profile_file(Path(str(s.options["kl_profiles"])))
+        except ValueError as e:
+            raise InputError(f"kl_profiles: {e}") from None
 
 
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,

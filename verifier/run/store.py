@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifier.records import ExchangeRecord, SuiteManifest
+from verifier.records import ExchangeRecord, SuiteManifest, read_json_model
 
 log = logging.getLogger(__name__)
 
@@ -380,10 +380,5 @@ class RunManifest(BaseModel):
 
     @classmethod
     def load(cls, run_dir: Path) -> RunManifest:
-        path = Path(run_dir) / "manifest.json"
-        if not path.exists():
-            raise StoreError(f"{path}: no manifest.json; not a run folder")
-        try:
-            return cls.model_validate_json(path.read_text())
-        except ValueError as e:
-            raise StoreError(f"{path}: unreadable manifest ({_first_line(e)})") from None
+        return read_json_model(cls, Path(run_dir) / "manifest.json", missing="no manifest.json; not a run folder",
+                               unreadable="unreadable manifest", error=StoreError)

@@ -178,13 +178,8 @@ def _percentile_ci(boot: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_mean(
-    values: Sequence[float],
-    clusters: Sequence[Hashable] | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> Interval:
+def bootstrap_mean(values: Sequence[float], clusters: Sequence[Hashable] | None = None, n_boot: int = 2000,
+                   seed: int = 0, confidence: float = 0.95) -> Interval:
     """Mean with a percentile-bootstrap interval; with ``clusters``, whole clusters are resampled.
 
     Cluster resampling matters for agent suites and repeats: steps of one scenario (or repeats of one
@@ -215,14 +210,9 @@ def bootstrap_mean(
     return Interval(value=mean, low=lo, high=hi, n=n, method=method)
 
 
-def paired_bootstrap_diff(
-    values_a: Sequence[float],
-    values_b: Sequence[float],
-    clusters: Sequence[Hashable] | None = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> Interval:
+def paired_bootstrap_diff(values_a: Sequence[float], values_b: Sequence[float],
+                          clusters: Sequence[Hashable] | None = None, n_boot: int = 2000, seed: int = 0,
+                          confidence: float = 0.95) -> Interval:
     """mean(b - a) over paired units with a (cluster) bootstrap interval; for continuous paired metrics."""
     a = _as_float_array(values_a, "paired_bootstrap_diff a")
     b = _as_float_array(values_b, "paired_bootstrap_diff b")
@@ -253,12 +243,8 @@ def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> 
     return {_q_key(float(q)): float(v) for q, v in zip(qs, out)}
 
 
-def cluster_robust_diff(
-    values_a: Sequence[float],
-    values_b: Sequence[float],
-    clusters: Sequence[Hashable],
-    confidence: float = 0.95,
-) -> Interval:
+def cluster_robust_diff(values_a: Sequence[float], values_b: Sequence[float], clusters: Sequence[Hashable],
+                        confidence: float = 0.95) -> Interval:
     """mean(b - a) over paired units, with a cluster-robust (CR1) standard error and a t interval on G-1 df.
 
     Use when units come in correlated groups (steps within a scenario, repeats of a case): the
@@ -284,11 +270,8 @@ def cluster_robust_diff(
     return Interval(value=mean, low=mean - t * se, high=mean + t * se, n=n, method="cluster_robust")
 
 
-def cluster_robust_p(
-    values_a: Sequence[float],
-    values_b: Sequence[float],
-    clusters: Sequence[Hashable],
-) -> float | None:
+def cluster_robust_p(values_a: Sequence[float], values_b: Sequence[float],
+                     clusters: Sequence[Hashable]) -> float | None:
     """Two-sided p-value of the CR1 t test that mean(b - a) = 0 (the test behind :func:`cluster_robust_diff`).
 
     ``None`` with fewer than two clusters; with zero spread, 1.0 for a zero mean and 0.0 otherwise.

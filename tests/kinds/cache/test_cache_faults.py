@@ -9,11 +9,9 @@ import asyncio
 from pathlib import Path
 
 from tests.kinds.cache.test_cache_suite import CachingServer
-from verifier.http.client import EndpointClient
+from tests.kinds.kind_context import kind_context
 from verifier.kinds.cache.kind import CACHE_KIND
-from verifier.records import EndpointConfig
 from verifier.run.progress import Progress
-from verifier.run.protocol import RunContext
 from verifier.run.store import RecordStore
 from verifier.testing import FaultInjector, ScriptedServer
 
@@ -29,20 +27,9 @@ class NoPromptTokens(CachingServer):
 
 
 async def _pass(tmp: Path, servers: dict[str, ScriptedServer], suite, progress: Progress) -> None:
-    store = RecordStore(tmp / "records.jsonl")
-    clients = {n: EndpointClient(EndpointConfig(name=n, base_url=s.base_url, model="scripted-model", max_attempts=2),
-                                 backoff_base=0.001) for n, s in servers.items()}
-    names = list(servers)
-    for c in clients.values():
-        await c.__aenter__()
-    try:
-        ctx = RunContext(run_dir=tmp, store=store, clients=clients, reference=names[0], candidates=names[1:],
-                         repeats=1, seed=0, progress=progress, options={})
+    async with kind_context(tmp, {n: s.base_url for n, s in servers.items()}, max_attempts=2, backoff_base=0.001,
+                            progress=progress) as ctx:
         await CACHE_KIND.run(suite, ctx)
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
-        store.close()
 
 
 def test_cache_faults_are_counted_by_name_and_resume_progress_covers_the_run(tmp_path: Path) -> None:

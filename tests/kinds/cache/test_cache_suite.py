@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.kinds.kind_context import kind_context
 from verifier.http.client import EndpointClient
 from verifier.kinds.cache.kind import CACHE_KIND
 from verifier.records import EndpointConfig
@@ -44,22 +45,11 @@ class CachingServer:
 
 async def _run(tmp: Path, servers: dict[str, ScriptedServer], suite_name: str = "cache-smoke"):
     suite = CACHE_KIND.load(suite_name, {})
-    store = RecordStore(tmp / "records.jsonl")
-    clients = {n: EndpointClient(EndpointConfig(name=n, base_url=s.base_url, model="scripted-model", max_attempts=1))
-               for n, s in servers.items()}
     names = list(servers)
-    for c in clients.values():
-        await c.__aenter__()
-    try:
-        ctx = RunContext(run_dir=tmp, store=store, clients=clients, reference=names[0], candidates=names[1:], repeats=1,
-                         seed=0, progress=Progress(display=False), options={})
+    async with kind_context(tmp, {n: s.base_url for n, s in servers.items()}) as ctx:
         await CACHE_KIND.run(suite, ctx)
         await CACHE_KIND.run(suite, ctx)  # resume: nothing sent twice
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
-    records = store.read(suite=suite.manifest.name)
-    store.close()
+        records = ctx.store.read(suite=suite.manifest.name)
     return suite, records, {r.endpoint: r for r in CACHE_KIND.score(suite, records, names[0], names)}
 
 

@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from verifier.http.client import EndpointClient
+from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.cache.kind import CACHE_KIND
 from verifier.kinds.logprob.kind import LOGPROB_KIND
-from verifier.records import EndpointConfig
-from verifier.run.progress import Progress
-from verifier.run.protocol import RunContext
-from verifier.run.store import RecordStore
 
 launch = pytest.importorskip("reference_engine.launch")
 tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
@@ -32,24 +28,12 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 async def _run_kind(kind, suite, tmp: Path, urls: dict[str, str], twice_ref: bool) -> list:
-    store = RecordStore(tmp / "records.jsonl")
-    clients = {n: EndpointClient(EndpointConfig(name=n, base_url=u, max_attempts=2, concurrency=4)) for n,
-               u in urls.items()}
     names = list(urls)
-    for c in clients.values():
-        await c.__aenter__()
-        await c.preflight()
-    try:
-        ctx = RunContext(run_dir=tmp, store=store, clients=clients, reference=names[0], candidates=names[1:], repeats=1,
-                         seed=0, progress=Progress(display=False), options={})
+    async with kind_context(tmp, urls, model=None, max_attempts=2, concurrency=4, preflight=True) as ctx:
         if twice_ref:
-            await kind.run(suite, RunContext(**{**ctx.__dict__, "candidates": []}))
+            await kind.run(suite, reference_only(ctx))
         await kind.run(suite, ctx)
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
-    records = store.read(suite=suite.manifest.name)
-    store.close()
+        records = ctx.store.read(suite=suite.manifest.name)
     return {r.endpoint: r for r in kind.score(suite, records, names[0], names)}
 
 

@@ -10,12 +10,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from verifier.http.client import EndpointClient
+from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.logprob.kind import LOGPROB_KIND
-from verifier.records import EndpointConfig
 from verifier.run.progress import Progress
-from verifier.run.protocol import RunContext
-from verifier.run.store import RecordStore
 from verifier.testing import FaultInjector, Reply, ScriptedServer
 
 from .toy_lm import ToyLM
@@ -34,24 +31,14 @@ def _suite_file(tmp: Path) -> Path:
 
 async def _run(tmp: Path, servers: dict[str, ScriptedServer], passes: int = 1):
     suite = LOGPROB_KIND.load(str(_suite_file(tmp)), {})
-    store = RecordStore(tmp / "records.jsonl")
-    clients = {n: EndpointClient(EndpointConfig(name=n, base_url=s.base_url, model="scripted-model", max_attempts=2),
-                                 backoff_base=0.001) for n, s in servers.items()}
     names = list(servers)
-    for c in clients.values():
-        await c.__aenter__()
     progress = Progress(display=False)
-    try:
-        ctx = RunContext(run_dir=tmp, store=store, clients=clients, reference=names[0], candidates=names[1:],
-                         repeats=1, seed=0, progress=progress, options={})
+    async with kind_context(tmp, {n: s.base_url for n, s in servers.items()}, max_attempts=2, backoff_base=0.001,
+                            progress=progress) as ctx:
         for _ in range(passes):  # a second pass is what --resume does
-            await LOGPROB_KIND.run(suite, RunContext(**{**ctx.__dict__, "candidates": []}))
+            await LOGPROB_KIND.run(suite, reference_only(ctx))
             await LOGPROB_KIND.run(suite, ctx)
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
-    records = store.read(suite=suite.manifest.name)
-    store.close()
+        records = ctx.store.read(suite=suite.manifest.name)
     return suite, records, {r.endpoint: r for r in LOGPROB_KIND.score(suite, records, names[0], names)}, progress
 
 

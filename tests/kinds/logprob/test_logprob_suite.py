@@ -8,13 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from verifier.http.client import EndpointClient
+from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.logprob.estimator import exact_kl
 from verifier.kinds.logprob.kind import LOGPROB_KIND
-from verifier.records import EndpointConfig
-from verifier.run.progress import Progress
-from verifier.run.protocol import RunContext
-from verifier.run.store import RecordStore
 from verifier.testing import ScriptedServer
 
 from .toy_lm import ToyLM, _tokens
@@ -34,23 +30,12 @@ def _suite_file(tmp: Path) -> Path:
 async def _run(tmp: Path, servers: dict[str, ScriptedServer]):
     suite = LOGPROB_KIND.load(str(_suite_file(tmp)), {})
     assert suite.manifest.case_count == 7 and len(suite.problems) == 1 and suite.problems[0].line == 8
-    store = RecordStore(tmp / "records.jsonl")
-    clients = {n: EndpointClient(EndpointConfig(name=n, base_url=s.base_url, model="scripted-model", max_attempts=1))
-               for n, s in servers.items()}
     names = list(servers)
-    for c in clients.values():
-        await c.__aenter__()
-    try:
-        ctx = RunContext(run_dir=tmp, store=store, clients=clients, reference=names[0], candidates=names[1:], repeats=1,
-                         seed=0, progress=Progress(display=False), options={})
-        await LOGPROB_KIND.run(suite, RunContext(**{**ctx.__dict__, "candidates": []}))
+    async with kind_context(tmp, {n: s.base_url for n, s in servers.items()}) as ctx:
+        await LOGPROB_KIND.run(suite, reference_only(ctx))
         await LOGPROB_KIND.run(suite, ctx)
         await LOGPROB_KIND.run(suite, ctx)  # resumed: nothing sent twice
-    finally:
-        for c in clients.values():
-            await c.__aexit__(None, None, None)
-    records = store.read(suite=suite.manifest.name)
-    store.close()
+        records = ctx.store.read(suite=suite.manifest.name)
     keys = [r.key() for r in records]
     assert len(keys) == len(set(keys))
     return suite, records, LOGPROB_KIND.score(suite, records, names[0], names)

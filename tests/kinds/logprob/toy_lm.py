@@ -59,8 +59,8 @@ class ToyLM:
                 for i, t in enumerate(gen):
                     lp, top = self._entry(prompt + gen[:i], t, k)
                     lps.append({"token": t, "logprob": lp, "bytes": list(t.encode()),
-                                "top_logprobs": [{"token": s, "logprob": v, "bytes": list(s.encode())} for s,
-                                                 v in top]})
+                                "top_logprobs": [{"token": s, "logprob": v, "bytes": list(s.encode())}
+                                                 for s, v in top]})
             return Reply(content="".join(gen), logprobs=lps)
         if ctx.path.endswith("/completions") and self.logprobs and "prompt_logprobs" not in body:
             prompt = _tokens(body["prompt"])

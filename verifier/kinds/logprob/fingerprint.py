@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from suites import SUITES_DIR
+from verifier.records import read_json_model
 
 PROFILES_FILE = SUITES_DIR / "logprob" / "profiles.json"
 # KL below this is "identical" for the log features. Not 0: two BF16 servers of one checkpoint differ by
@@ -175,13 +176,9 @@ def load_library(suite: str, path: Path = PROFILES_FILE) -> ProfileLibrary | Non
 
 def read_profile_file(path: Path) -> ProfileFile:
     """Parse a profile file; a missing or malformed one is a ValueError of one line naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such profile file (build one with: verifier fingerprint build ... --out {path})")
-    try:
-        return ProfileFile.model_validate_json(path.read_bytes())
-    except ValueError as e:
-        raise ValueError(f"{path}: not a profile file ({str(e).splitlines()[0]})") from None
+    build = f"build one with: verifier fingerprint build ... --out {path}"
+    return read_json_model(ProfileFile, path, missing=f"no such profile file ({build})",
+                           unreadable="not a profile file")
 
 
 def save_library(lib: ProfileLibrary, path: Path = PROFILES_FILE) -> ProfileLibrary | None:

@@ -367,18 +367,10 @@ def score_toolcall(
         res.counts["count_finish_reason_tool_calls"] = k2.finish_tool_calls
         res.counts["count_successful_tool_call"] = k2.successful_tool_call_count
         res.extra["k2vv_summary"] = k2.as_dict()
-        m, c = _forced_block(mine, by_id)
-        res.metrics.update(m)
-        res.counts.update(c)
-        m, c = _latency_metrics(mine)
-        res.metrics.update(m)
-        res.counts.update(c)
-        m, c = _expected_block(mine, by_id)
-        res.metrics.update(m)
-        res.counts.update(c)
-        m, c = _repeat_block(mine)
-        res.metrics.update(m)
-        res.counts.update(c)
+        for m, c in (_forced_block(mine, by_id), _latency_metrics(mine), _expected_block(mine, by_id),
+                     _repeat_block(mine)):
+            res.metrics.update(m)
+            res.counts.update(c)
         m, comps, side = _variant_block(mine)
         res.metrics.update(m)
         res.comparisons.update(comps)
