@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import logging
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
@@ -27,12 +26,12 @@ from verifier.history import DbArg, describe_db, history_exists, load_frame, loa
 from verifier.history.drift import DriftReport, detect_drift
 from verifier.history.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.records import ExchangeRecord, Interval
+from verifier.run.store import RecordStore, RunManifest
 from verifier.run.summary import EndpointSuiteResult, RunSummary, Series, Verdict
 from verifier.run.verdict import VerdictPolicy, compute_verdicts
 
 __all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
 
-log = logging.getLogger(__name__)
 
 #: The verdict table's columns: (metric or "pass^k", heading). pass^k = the largest k the agent suite reported.
 VERDICT_COLUMNS: list[tuple[str, str]] = [
@@ -556,15 +555,10 @@ def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None
     summary = load_summary(run_dir)
     records: list[ExchangeRecord] = []
     manifest = None
-    try:
-        from verifier.run.store import RecordStore, RunManifest
-
-        if (run_dir / "records.jsonl").exists():
-            records = RecordStore(run_dir / "records.jsonl").read()
-        if (run_dir / "manifest.json").exists():
-            manifest = RunManifest.load(run_dir)
-    except ImportError:  # the store is the core's; without it the report still renders from summary.json
-        log.warning("verifier.run.store unavailable: report rendered without records/manifest details")
+    if (run_dir / "records.jsonl").exists():
+        records = RecordStore(run_dir / "records.jsonl").read()
+    if (run_dir / "manifest.json").exists():
+        manifest = RunManifest.load(run_dir)
     html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path)
     write_cards(run_dir, cards)
     out = run_dir / "report.html"

@@ -35,7 +35,7 @@ _DB_OPT = typer.Option(
     help="History database: a SQLite file or postgresql://user@host:port/dbname (default $VERIFIER_DB, else "
          "~/.local/share/verifier/history.sqlite).")
 _DRIFT_POLICY_OPT = typer.Option(None, "--policy",
-                                 help="Policy TOML whose [drift] table sets the drift test (alpha, method, window).")
+                                 help="Policy TOML whose \\[drift] table sets the drift test (alpha, method, window).")
 
 
 def _die(message: str, code: int = 2) -> NoReturn:

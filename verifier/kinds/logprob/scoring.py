@@ -191,10 +191,7 @@ def _reference_sha(records: list[ExchangeRecord], reference: str) -> str | None:
 
     for r in records:
         if r.endpoint == reference and isinstance(r.response, dict) and r.response.get("model") == "verifier-tiny":
-            try:
-                return checkpoint_sha256("tiny")
-            except ImportError:
-                return None
+            return checkpoint_sha256("tiny")
     return None
 
 
