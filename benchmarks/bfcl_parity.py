@@ -8,7 +8,7 @@ package (its wheel ships ``bfcl_eval/data``), imports the 20 v4 question files w
 import bfcl`` into a temporary folder and, for every single-call case with an expected answer, builds
 replies: the canonical answer, each other acceptable value BFCL lists, each parameter left out, each
 parameter changed, and (Java/JavaScript) other spellings of the same source text. Every reply that fits
-the converted schema is judged twice, by :func:`verifier.bfcl_options.args_match_options` and by
+the converted schema is judged twice, by :func:`verifier.kinds.toolcall.bfcl.options.args_match_options` and by
 BFCL's ``ast_checker`` (imported from the given package, used as an oracle, never copied), and the
 agreement is printed with its denominator, plus how many canonical answers BFCL's checker accepts.
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 from jsonschema.validators import validator_for
 
-from verifier.bfcl_answers import resolve
-from verifier.bfcl_options import args_match_options
+from verifier.kinds.toolcall.bfcl.answers import resolve
+from verifier.kinds.toolcall.bfcl.options import args_match_options
 
 SINGLE_CALL = ("simple_python", "simple_java", "simple_javascript", "multiple", "live_simple", "live_multiple")
 
@@ -99,7 +99,8 @@ def main() -> None:
                 if not exp:
                     continue
                 cid = case["_meta"]["id"]
-                schema = next(t["function"]["parameters"] for t in case["tools"] if t["function"]["name"] == exp["tool"])
+                schema = next(t["function"]["parameters"] for t in case["tools"]
+                              if t["function"]["name"] == exp["tool"])
 
                 def bfcl(reply: dict[str, Any]) -> bool:
                     return ast_checker(questions[cid]["function"], [{exp["tool"]: reply}],  # noqa: B023

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+from cpu_args import parse_cpu_args
 
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
@@ -72,11 +73,7 @@ def run_hf(model, reqs: list[list[int]], new: int, batched: bool) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--new", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_cpu_args(ap, new=64, repeats=3)
     import transformers
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -91,7 +91,8 @@ async def run(base_url: str, model: str, cases: list[dict], stream: bool) -> Cou
     sem = asyncio.Semaphore(8)
     async with httpx.AsyncClient(timeout=300) as http:
         async def one(body: dict) -> None:
-            req = {**{k: v for k, v in body.items() if k != "_expected"}, "model": model, "temperature": 0, "max_tokens": 256, "stream": stream}
+            req = {**{k: v for k, v in body.items() if k != "_expected"}, "model": model, "temperature": 0,
+                   "max_tokens": 256, "stream": stream}
             async with sem:
                 try:
                     if stream:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import torch
+from cpu_args import parse_cpu_args
 
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
@@ -53,13 +54,7 @@ def tokens_per_s(eng: Engine, conc: int, new: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hidden", type=int, default=1024)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--new", type=int, default=32)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_cpu_args(ap, hidden=1024, layers=4, new=32, repeats=3)
     with tempfile.TemporaryDirectory() as tmp:
         path = build_checkpoint(Path(tmp) / "m", "llama", hidden=args.hidden, layers=args.layers, heads=8, kv_heads=2,
                                 intermediate=args.hidden * 11 // 4 // 128 * 128, vocab=512, max_pos=1024, std=0.02)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from cpu_args import parse_cpu_args
 
 from reference_engine.config import EngineConfig, ModelConfig
 from reference_engine.engine import Engine
@@ -82,13 +83,7 @@ def tag_cost(conc: int, steps: int, prompt_len: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--prompt", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--budget-mib", type=int, default=1024)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_cpu_args(ap, concurrency=32, steps=200, prompt=512, budget_mib=1024)
     capacity_table(args.budget_mib << 20)
     tag_cost(args.concurrency, args.steps, args.prompt)
 

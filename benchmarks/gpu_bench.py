@@ -30,9 +30,9 @@ if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"
 
 import triton  # noqa: E402
-
 from gpu_fused import add_rms_norm, bias_rope_split, silu_mul  # noqa: E402
 from gpu_model import SHAPES, DecodeStack, rms_norm_ref, rope_ref  # noqa: E402
+
 from reference_engine.kernels import torch_ops  # noqa: E402
 from reference_engine.kernels.triton_attention import paged_decode_attention_impl  # noqa: E402
 from reference_engine.kernels.triton_int4 import int4_linear_impl  # noqa: E402
@@ -116,7 +116,8 @@ def check_correctness(device: torch.device, smoke: bool) -> None:
     ang = torch.rand(D // 2, device=device, generator=g) * 6
     q, k, v = bias_rope_split(qkv, bias, ang.cos().bfloat16(), ang.sin().bfloat16(), H, Hkv, D)
     full = (qkv.float() + bias.float()).bfloat16().view(2, H + 2 * Hkv, D)
-    errs.append((q.float() - rope_ref(full[:, :H], ang.cos().bfloat16(), ang.sin().bfloat16()).float()).abs().max().item())
+    errs.append((q.float()
+                 - rope_ref(full[:, :H], ang.cos().bfloat16(), ang.sin().bfloat16()).float()).abs().max().item())
     errs.append((v.float() - full[:, H + Hkv:].float()).abs().max().item())
     gu = torch.randn(2, 2 * shape.intermediate, device=device, generator=g).bfloat16()
     ref_sm = (torch.nn.functional.silu(gu[:, :shape.intermediate].float()) * gu[:, shape.intermediate:].float())
@@ -147,8 +148,8 @@ def gemv_bandwidth(device: torch.device, smoke: bool, peak: float) -> None:
         w = torch.randn(N, K, device=device, generator=g, dtype=torch.bfloat16)
         p = quantize_int4(w, 128 if K % 128 == 0 else 64)
         x = torch.randn(1, K, device=device, generator=g, dtype=torch.bfloat16)
-        t4 = bench_ms(lambda: int4_linear_impl(x, p.qweight, p.scales, None, p.group_size), device)
-        t16 = bench_ms(lambda: torch.nn.functional.linear(x, w), device)
+        t4 = bench_ms(lambda x=x, p=p: int4_linear_impl(x, p.qweight, p.scales, None, p.group_size), device)
+        t16 = bench_ms(lambda x=x, w=w: torch.nn.functional.linear(x, w), device)
         nbytes = p.nbytes() + (K + N) * 2
         bw = nbytes / (t4 * 1e-3)
         frac = bw / peak
@@ -166,8 +167,8 @@ def gemv_bandwidth(device: torch.device, smoke: bool, peak: float) -> None:
     sweep = {}
     configs = [(bn, nw, st) for bn in (16, 32, 64) for nw in (2, 4, 8) for st in (2, 4)]
     for bn, nw, st in configs[:2] if smoke else configs:
-        t = bench_ms(lambda: int4_linear_impl(x, p.qweight, p.scales, None, p.group_size, block_n=bn,
-                                              num_warps=nw, num_stages=st), device)
+        t = bench_ms(lambda bn=bn, nw=nw, st=st: int4_linear_impl(x, p.qweight, p.scales, None, p.group_size,
+                                                                  block_n=bn, num_warps=nw, num_stages=st), device)
         sweep[f"block_n={bn} warps={nw} stages={st}"] = (p.nbytes() + (K + N) * 2) / (t * 1e-3)
     cfg, bw = max(sweep.items(), key=lambda kv: kv[1])
     best = max(best, bw / peak)
@@ -210,7 +211,7 @@ def long_context(device: torch.device, smoke: bool, context: int, batch: int, it
         kp, vp, ks, vs = st.pools[0]
         q = torch.randn(batch, shape.heads, shape.head_dim, device=device).bfloat16()
         args = (q, kp, vp, ks, vs, st.block_tables, st.seq_lens, st.page_tags, st.expected_tags, st.scale)
-        attn[kv] = bench_ms(lambda: paged_decode_attention_impl(*args), device)
+        attn[kv] = bench_ms(lambda args=args: paged_decode_attention_impl(*args), device)
         ms[kv] = graph_ms(st.step, device, iters)
         row("kv", f"{kv} KV: capacity (all {shape.layers} layers)", f"{per_gib[kv]:.0f} tok/GiB", "")
         row("kv", f"{kv} KV: attention kernel, B={batch} ctx={context}, one layer", f"{attn[kv] * 1e3:.1f} us", "")
@@ -231,8 +232,8 @@ def tag_overhead(device: torch.device, smoke: bool, context: int, iters: int) ->
         args = (q, kp, vp, ks, vs, st.block_tables, st.seq_lens, st.page_tags, st.expected_tags, st.scale)
         on, off = [], []
         for _ in range(3):  # alternate to cancel drift (clocks, other tenants)
-            on.append(bench_ms(lambda: paged_decode_attention_impl(*args, check_tags=True), device))
-            off.append(bench_ms(lambda: paged_decode_attention_impl(*args, check_tags=False), device))
+            on.append(bench_ms(lambda args=args: paged_decode_attention_impl(*args, check_tags=True), device))
+            off.append(bench_ms(lambda args=args: paged_decode_attention_impl(*args, check_tags=False), device))
         over = statistics.median(on) / statistics.median(off) - 1
         RESULTS[f"tag_overhead_attention_b{batch}_ctx{ctx}"] = over
         row("tags", f"attention kernel B={batch} ctx={ctx}: check on vs off", f"{100 * over:+.2f}%",

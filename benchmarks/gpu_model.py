@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
 from gpu_fused import add_rms_norm, bias_rope_split, silu_mul
+
 from reference_engine.kernels.triton_attention import paged_decode_attention_impl
 from reference_engine.kernels.triton_int4 import int4_linear_impl
 from reference_engine.kernels.triton_ops import write_kv
@@ -88,7 +88,7 @@ class DecodeStack:
 
     def __init__(self, shape: ModelShape, *, weights: str, kv: str, batch: int, context: int,
                  device: torch.device, page_size: int = 16, group: int = 128, check_tags: bool = True,
-                 seed: int = 0, share_weights_from: "DecodeStack | None" = None, int4_lm_head: bool = False) -> None:
+                 seed: int = 0, share_weights_from: DecodeStack | None = None, int4_lm_head: bool = False) -> None:
         self.shape, self.batch, self.context, self.check_tags = shape, batch, context, check_tags
         self.device, self.page_size = device, page_size
         g = torch.Generator(device=device).manual_seed(seed)  # on the device: a 1.5B model in seconds

@@ -178,9 +178,9 @@ def _sys() -> float:
 
 
 async def _verifier(url: str, n: int, conc: int) -> tuple[float, float, int]:
-    from verifier.client import EndpointClient
+    from verifier.http.client import EndpointClient
     from verifier.records import EndpointConfig, ExchangeRecord
-    from verifier.store import RecordStore
+    from verifier.run.store import RecordStore
 
     cfg = EndpointConfig(name="bench", base_url=url, model="scripted-model", concurrency=conc, max_attempts=3)
     reqs = bodies(n)
@@ -252,8 +252,8 @@ def main() -> None:
     if args.k2vv_child:
         url, suite, out = args.k2vv_child
         if args.k2vv_module_imports:  # what K2VV's tool_calls_eval imports at module level, used or not
-            from transformers import AutoTokenizer  # noqa: F401
             from tqdm.asyncio import tqdm_asyncio  # noqa: F401
+            from transformers import AutoTokenizer  # noqa: F401
         asyncio.run(_k2vv_style(url, Path(suite), Path(out), args.concurrency))
         return
     server = subprocess.Popen([sys.executable, "-c", "from verifier.testing.scripted_server import main; main()"],
@@ -286,7 +286,8 @@ def main() -> None:
                 r["sys_ms_per_req"] = 1000 * r["sys_s"] / r["n"]
                 results[mode].append(r)
                 print(f"run {run + 1} {mode:12s} wall {r['wall_s']:.2f} s  {r['req_per_s']:.0f} req/s  "
-                      f"client CPU {r['cpu_ms_per_req']:.3f} ms/req (kernel {r['sys_ms_per_req']:.3f})  ok {r['ok']}/{r['n']}", flush=True)
+                      f"client CPU {r['cpu_ms_per_req']:.3f} ms/req (kernel {r['sys_ms_per_req']:.3f})  "
+                      f"ok {r['ok']}/{r['n']}", flush=True)
         suite_dir.cleanup()
         med = {m: {k: statistics.median(r[k] for r in rs)
                    for k in ("wall_s", "cpu_s", "req_per_s", "cpu_ms_per_req", "sys_ms_per_req") if k in rs[0]}
@@ -305,7 +306,8 @@ def main() -> None:
                 print(f"  whole-run wall time verifier-run / {base}: {ratio:.2f} (goal: at most 0.33); "
                       f"process CPU ratio {cpu_ratio:.2f}")
         if "verifier" in med and "openai-sdk" in med:
-            print(f"  throughput ratio verifier/openai-sdk: {med['verifier']['req_per_s'] / med['openai-sdk']['req_per_s']:.2f}x")
+            print(f"  throughput ratio verifier/openai-sdk: "
+                  f"{med['verifier']['req_per_s'] / med['openai-sdk']['req_per_s']:.2f}x")
         if args.json:
             args.json.write_text(json.dumps({"runs": results, "median": med}, indent=2))
     finally:

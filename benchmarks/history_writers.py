@@ -38,13 +38,15 @@ def one_round(db: str, tmp: Path, writers: int, runs: int) -> tuple[float, dict[
     for w in range(writers):
         folders = []
         for i in range(runs):
-            s = base.model_copy(update={"run_id": f"w{w}-r{i:03d}", "started_at": f"2026-03-01T02:{w:02d}:{i % 60:02d}Z"})
+            s = base.model_copy(update={"run_id": f"w{w}-r{i:03d}",
+                                        "started_at": f"2026-03-01T02:{w:02d}:{i % 60:02d}Z"})
             folders.append(write_run(tmp / "runs" / s.run_id, s))
         jobs[f"w{w}"] = folders
     go = tmp / "go"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, str(REPO / "tests/history/index_worker.py"), db, str(go),
-                               str(tmp / f"{name}.times"), *map(str, folders)], env=env, stderr=subprocess.PIPE, text=True)
+                               str(tmp / f"{name}.times"), *map(str,
+                                                                folders)], env=env, stderr=subprocess.PIPE, text=True)
              for name, folders in jobs.items()]
     deadline = time.monotonic() + 120
     while not all((tmp / f"{name}.times.ready").exists() for name in jobs):

@@ -37,7 +37,8 @@ CATALOGUE = ROOT / "suites" / "toolcall" / "data"
 # ------------------------------------------------------------------------------------------ the input file
 
 _WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
-                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                             "parameters": {"type": "object",
+                                                            "properties": {"city": {"type": "string"}},
                                                             "required": ["city"]}}}
 
 
@@ -71,7 +72,7 @@ def build_file(path: Path, n_core: int, n_schemas: int) -> dict[str, int]:
         body.pop("_meta", None)
         bodies.append(body)
     n_catalogue = len(bodies)
-    for label, tool in EDGE_TOOLS:
+    for _label, tool in EDGE_TOOLS:
         for j, prompt in enumerate(EDGE_PROMPTS):
             body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "tools": [tool],
                                     "temperature": 0, "max_tokens": 128}
@@ -164,11 +165,11 @@ def run_verifier(file: Path, out: Path, reference: str, model: str | None) -> fl
 
 
 def ours_per_record(records_path: Path, suite_path: Path) -> dict[tuple, bool | None]:
-    """Our own code path's per-record verdicts (verifier.k2vv_rule), to compare record by record."""
+    """Our own code path's per-record verdicts (verifier.kinds.toolcall.k2vv_rule), to compare record by record."""
     sys.path.insert(0, str(ROOT))
-    from verifier import k2vv_rule
+    from verifier.kinds.toolcall import k2vv_rule
+    from verifier.kinds.toolcall.suite_format import load_jsonl
     from verifier.records import ExchangeRecord
-    from verifier.suite_format import load_jsonl
 
     cases = {c.id: c for c in load_jsonl(suite_path).cases}
     out: dict[tuple, bool | None] = {}
@@ -213,8 +214,10 @@ def main() -> int:
     print(f"input problems: {sum(p.get('action') == 'sent' for p in problems)} sent anyway, "
           f"{sum(p.get('action', 'skipped') == 'skipped' for p in problems)} skipped")
     ours = res["extra"]["k2vv_summary"]
-    rows = [("count_finish_reason_tool_calls", res["counts"]["count_finish_reason_tool_calls"], theirs["finish_tool_calls"]),
-            ("count_successful_tool_call", res["counts"]["count_successful_tool_call"], theirs["successful_tool_call_count"])]
+    rows = [("count_finish_reason_tool_calls", res["counts"]["count_finish_reason_tool_calls"],
+             theirs["finish_tool_calls"]),
+            ("count_successful_tool_call", res["counts"]["count_successful_tool_call"],
+             theirs["successful_tool_call_count"])]
     rows += [(k, ours[k], theirs[k]) for k in theirs]
     print(f"{'field':34s} {'verifier':>10s} {'K2VV rule':>10s}")
     for k, a, b in rows:

@@ -2,7 +2,8 @@
 
 Starts the engine twice on one checkpoint (BF16 reference; a candidate variant, default INT4 weights so the
 teacher-forced prefill path differs), reads full next-token distributions for the logprob suite's prompts
-(chat ones rendered with the model's template) through ``/v1/x/distributions``, and compares ``topk_kl`` on the top-k of each side with the exact
+(chat ones rendered with the model's template) through ``/v1/x/distributions``, and compares ``topk_kl`` on the top-k
+of each side with the exact
 full-vocabulary KL. Uses the shipped model when present, else a small random checkpoint (say which).
 Run: ``python benchmarks/kl_accuracy.py [--model DIR] [--variant weights=int4]``.
 """
@@ -18,13 +19,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from verifier.kl.estimator import exact_kl, topk_from_full, topk_kl
+from verifier.kinds.logprob.estimator import exact_kl, topk_from_full, topk_kl
 
 CASES = Path(__file__).resolve().parent.parent / "suites" / "logprob" / "logprob-core.jsonl"
 
 
 def _rows(base_url: str, text: str) -> np.ndarray:
-    r = httpx.post(base_url + "/x/distributions", json={"prompt": text, "prompt_token_ids": None, "start": 1}, timeout=120)
+    r = httpx.post(base_url + "/x/distributions", json={"prompt": text, "prompt_token_ids": None, "start": 1},
+                   timeout=120)
     r.raise_for_status()
     d = r.json()
     return np.frombuffer(base64.b64decode(d["logprobs_b64"]), dtype="<f4").reshape(d["shape"]).astype(np.float64)
@@ -50,7 +52,7 @@ def main() -> None:
     opts = dict(kv.split("=") for kv in args.variant.split("&") if kv)
     if "kv" in opts:
         opts["kv_dtype"] = opts.pop("kv")
-    from verifier.token_accounting import LocalTokenizer
+    from verifier.kinds.cache.token_accounting import LocalTokenizer
 
     tok = LocalTokenizer(model)
     texts = []
@@ -70,7 +72,8 @@ def main() -> None:
     for k in (5, 10, 20):
         est = topk_kl(topk_from_full(r, k), topk_from_full(c, k))
         err = est.kl - exact
-        print(f"k={k:2d}: estimate mean {est.kl.mean():.4e} (rel. error of mean {abs(est.kl.mean() - exact.mean()) / max(exact.mean(), 1e-300):.3f}), "
+        print(f"k={k:2d}: estimate mean {est.kl.mean():.4e} (rel. error of mean "
+              f"{abs(est.kl.mean() - exact.mean()) / max(exact.mean(), 1e-300):.3f}), "
               f"mean |err| {np.abs(err).mean():.3e}, lower-bound mean {est.lower.mean():.4e}, "
               f"lower <= exact + 1e-5 at {np.mean(est.lower <= exact + 1e-5) * 100:.1f}% of positions "
               f"(max excess {max(0.0, float((est.lower - exact).max())):.1e}: float32 rows sum to 1 only to ~1e-6), "

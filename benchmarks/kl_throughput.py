@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from verifier.kl.estimator import TopK, topk_kl
+from verifier.kinds.logprob.estimator import TopK, topk_kl
 
 
 def make_inputs(n: int, k: int, seed: int = 0) -> tuple[TopK, TopK]:

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def serve(
-    model: Optional[Path] = typer.Option(None, "--model", help="HF checkpoint folder (default: the shipped verifier-tiny)"),
+    model: Path | None = typer.Option(None, "--model",
+                                         help="HF checkpoint folder (default: the shipped verifier-tiny)"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV cache dtype: bf16 | fp16 | fp32 | fp8"),
-    weights: str = typer.Option("bf16", "--weights", "--prefill-weights", help="prefill weights: bf16 | fp16 | fp32 | int4"),
-    decode_weights: Optional[str] = typer.Option(None, "--decode-weights", help="decode weights (default: as --weights)"),
+    weights: str = typer.Option("bf16", "--weights", "--prefill-weights",
+                                help="prefill weights: bf16 | fp16 | fp32 | int4"),
+    decode_weights: str | None = typer.Option(None, "--decode-weights",
+                                                 help="decode weights (default: as --weights)"),
     no_prefix_cache: bool = typer.Option(False, "--no-prefix-cache", help="turn prefix caching off"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8000, "--port"),
     page_size: int = typer.Option(16, "--page-size", help="tokens per KV page"),
-    kv_budget_mb: Optional[int] = typer.Option(None, "--kv-budget-mb", help="KV pool size in MiB (default 64)"),
+    kv_budget_mb: int | None = typer.Option(None, "--kv-budget-mb", help="KV pool size in MiB (default 64)"),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda (Triton kernels are used on cuda)"),
-    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="model id clients send"),
+    served_model_name: str | None = typer.Option(None, "--served-model-name", help="model id clients send"),
     max_request_mb: float = typer.Option(8.0, "--max-request-mb", min=0.001,
                                          help="largest request body accepted, in MiB (413 above)"),
 ) -> None:
@@ -44,7 +46,8 @@ def serve(
                f"{info.capacity_tokens} tokens, prefix cache {'off' if no_prefix_cache else 'on'})")
     engine.start()
     try:
-        uvicorn.run(create_app(engine, max_request_bytes=int(max_request_mb * 1024 * 1024)), host=host, port=port, log_level="info", access_log=False)
+        uvicorn.run(create_app(engine, max_request_bytes=int(max_request_mb * 1024 * 1024)), host=host, port=port,
+                    log_level="info", access_log=False)
     finally:
         engine.stop()
 

@@ -58,7 +58,7 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = field(default_factory=tuple)
 
     @classmethod
-    def from_file(cls, path: Path) -> "ModelConfig":
+    def from_file(cls, path: Path) -> ModelConfig:
         try:
             raw = json.loads(Path(path).read_text())
         except FileNotFoundError:
@@ -68,7 +68,7 @@ class ModelConfig:
         return cls.from_dict(raw, source=str(path))
 
     @classmethod
-    def from_dict(cls, raw: dict, *, source: str = "config.json") -> "ModelConfig":
+    def from_dict(cls, raw: dict, *, source: str = "config.json") -> ModelConfig:
         archs = raw.get("architectures") or []
         arch = next((a for a in archs if a in SUPPORTED_ARCHITECTURES), None)
         if arch is None:
@@ -78,7 +78,8 @@ class ModelConfig:
             )
         family = SUPPORTED_ARCHITECTURES[arch]
         if raw.get("hidden_act", "silu") != "silu":
-            raise ConfigError(f"{source}: field 'hidden_act' = {raw.get('hidden_act')!r}: only 'silu' (SwiGLU) is supported")
+            raise ConfigError(f"{source}: field 'hidden_act' = {raw.get('hidden_act')!r}: only 'silu' (SwiGLU) is "
+                              f"supported")
 
         def need(name: str) -> int:
             if name not in raw:
@@ -90,7 +91,8 @@ class ModelConfig:
         head_dim = int(raw.get("head_dim") or hidden // heads)
         kv_heads = int(raw.get("num_key_value_heads") or heads)
         if heads % kv_heads:
-            raise ConfigError(f"{source}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}")
+            raise ConfigError(f"{source}: num_attention_heads={heads} is not a multiple of "
+                              f"num_key_value_heads={kv_heads}")
 
         rope_raw = dict(raw.get("rope_parameters") or {})
         scaling = raw.get("rope_scaling") or {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -24,7 +24,7 @@ from reference_engine.metrics import EngineMetrics
 from reference_engine.model import AttnMetadata, PrefillSegment
 from reference_engine.sampler import TokenChoice, sample
 from reference_engine.scheduler import QueueFull, Scheduler
-from reference_engine.sequence import SamplingParams, Sequence, SeqStatus
+from reference_engine.sequence import SamplingParams, SeqStatus, Sequence
 from reference_engine.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)

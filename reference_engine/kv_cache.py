@@ -4,7 +4,8 @@ Sizing is by bytes, not tokens, because memory is what a provider actually budge
 twice the tokens of a bf16 pool at the same budget (the scales cost 2 x 4 bytes per page-head, i.e. ~0.4% at page 16).
 
 Why per-page-per-head FP8 scales (and not one per-tensor scale): K/V magnitudes differ by head by an order of magnitude
-or more (RoPE'd keys have outlier channels in a few heads). A single dynamic per-tensor scale would be set by the largest
+or more (RoPE'd keys have outlier channels in a few heads). A single dynamic per-tensor scale would be set by the
+largest
 head and crush the small ones into e4m3's subnormal range; a scale of 1.0 would overflow or waste most of the range. A
 scale per (page, head) tracks each head locally, needs no calibration pass, and costs little: when a new token raises a
 partially filled page-head's amax, that page-head (at most page_size tokens) is requantised to the larger scale.

@@ -34,7 +34,7 @@ class RunningServer:
         self._thread.join(timeout=30)
         self.engine.stop()
 
-    def __enter__(self) -> "RunningServer":
+    def __enter__(self) -> RunningServer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -56,13 +56,15 @@ def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16"
                  **engine_options) -> RunningServer:
     """Load the model, start the engine loop and uvicorn; returns once the port accepts connections.
 
-    `max_request_bytes` caps request bodies (413 above it). `engine_options` are further EngineConfig fields (e.g. admission_timeout_s, max_waiting, allow_fault_injection).
+    `max_request_bytes` caps request bodies (413 above it). `engine_options` are further EngineConfig fields (e.g.
+    admission_timeout_s, max_waiting, allow_fault_injection).
     """
     engine = build_engine(model_path, kv_dtype=kv_dtype, weights=weights, decode_weights=decode_weights,
                           prefix_cache=prefix_cache, page_size=page_size, kv_budget_bytes=kv_budget_bytes,
                           served_model_name=served_model_name, **engine_options)
     engine.start()
-    config = uvicorn.Config(create_app(engine, max_request_bytes=max_request_bytes), host=host, port=port, log_level="warning", access_log=False,
+    config = uvicorn.Config(create_app(engine, max_request_bytes=max_request_bytes), host=host, port=port,
+                            log_level="warning", access_log=False,
                             lifespan="off", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None      # type: ignore[method-assign]  (not the main thread)

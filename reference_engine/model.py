@@ -209,7 +209,8 @@ class DecoderLayer(nn.Module):
 class CausalLM(nn.Module):
     """Embeddings -> decoder layers -> final norm -> lm_head. Built by `loader.load_model`."""
 
-    def __init__(self, cfg: ModelConfig, embed: torch.Tensor, layers: list[DecoderLayer], lm_head: PhasedLinear) -> None:
+    def __init__(self, cfg: ModelConfig, embed: torch.Tensor, layers: list[DecoderLayer],
+                 lm_head: PhasedLinear) -> None:
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = nn.Embedding.from_pretrained(embed, freeze=True)

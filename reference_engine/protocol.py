@@ -59,7 +59,7 @@ class ChatMessage(_Model):
     tool_call_id: str | None = None
 
     @model_validator(mode="after")
-    def _content_needed(self) -> "ChatMessage":
+    def _content_needed(self) -> ChatMessage:
         if self.role in ("user", "system", "developer", "tool") and self.content is None:
             raise FieldError("content", f"a '{self.role}' message needs 'content'")
         if self.role == "function" and (self.content is None or not self.name):
@@ -107,7 +107,7 @@ class _Sampling(_Body):
     ignore_eos: bool = False                 # vLLM extension: generate exactly max_tokens (benchmarks)
 
     @model_validator(mode="after")
-    def _stop_limits(self) -> "_Sampling":
+    def _stop_limits(self) -> _Sampling:
         if isinstance(self.stop, list) and (len(self.stop) > 4 or any(not s for s in self.stop)):
             raise FieldError("stop", "'stop' takes at most 4 non-empty strings")
         return self
@@ -131,7 +131,7 @@ class ChatCompletionRequest(_Sampling):
     response_format: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _consistency(self) -> "ChatCompletionRequest":
+    def _consistency(self) -> ChatCompletionRequest:
         if self.top_logprobs and not self.logprobs:
             raise FieldError("top_logprobs", "'top_logprobs' requires 'logprobs': true")
         names = [t.function.name for t in self.tools or []]
@@ -158,7 +158,8 @@ class ChatCompletionRequest(_Sampling):
                 raise FieldError("response_format", "'json_object' cannot be combined with a forced tool call "
                                  "(tool_choice 'required' or a named function)")
         if isinstance(self.tool_choice, NamedToolChoice) and self.tool_choice.function.name not in names:
-            raise FieldError("tool_choice", f"tool_choice names function {self.tool_choice.function.name!r}, which is not in 'tools'")
+            raise FieldError("tool_choice",
+                             f"tool_choice names function {self.tool_choice.function.name!r}, which is not in 'tools'")
         if self.tool_choice == "required" and not names:
             raise FieldError("tool_choice", "tool_choice 'required' needs a non-empty 'tools'")
         return self
@@ -175,7 +176,7 @@ class CompletionRequest(_Sampling):
     logprobs: int | None = Field(default=None, ge=0, le=20)
 
     @model_validator(mode="after")
-    def _single_prompt(self) -> "CompletionRequest":
+    def _single_prompt(self) -> CompletionRequest:
         p = self.prompt
         if isinstance(p, list) and p and isinstance(p[0], (str, list)):
             if len(p) != 1:
@@ -198,7 +199,7 @@ class DistributionRequest(_Body):
     start: int = Field(default=1, ge=1)
 
     @model_validator(mode="after")
-    def _one_prompt(self) -> "DistributionRequest":
+    def _one_prompt(self) -> DistributionRequest:
         if (self.prompt is None) == (self.prompt_token_ids is None):
             raise FieldError("prompt", "give exactly one of 'prompt' and 'prompt_token_ids'")
         return self

@@ -82,7 +82,8 @@ def dequantize_int4(p: Int4Weight, dtype: torch.dtype = torch.float32) -> torch.
 
 
 def weight_bytes(module: torch.nn.Module) -> int:
-    """Bytes of a module's weights: dense parameters plus Int4Weight attributes (buffers such as RoPE tables excluded)."""
+    """Bytes of a module's weights: dense parameters plus Int4Weight attributes (buffers such as RoPE tables
+    excluded)."""
     total = 0
     seen: set[int] = set()
     for t in module.parameters():

@@ -1,7 +1,8 @@
 """Next-token choice and the log-probabilities reported with it.
 
 Reported logprobs are those of the model's raw distribution (log-softmax of the logits before temperature / top-p, and
-before any penalty or decoding constraint), so KL measured from them compares models, not sampling settings. Sampling uses a per-request torch.Generator, so a request
+before any penalty or decoding constraint), so KL measured from them compares models, not sampling settings. Sampling
+uses a per-request torch.Generator, so a request
 with a `seed` gets the same tokens whatever else is in the batch.
 """
 

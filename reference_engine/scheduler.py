@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from reference_engine.block_manager import BlockManager
-from reference_engine.sequence import Sequence, SeqStatus
+from reference_engine.sequence import SeqStatus, Sequence
 
 
 class QueueFull(RuntimeError):

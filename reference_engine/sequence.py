@@ -27,7 +27,8 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: bool = False
     top_logprobs: int = 0
-    prompt_logprobs: int | None = None     # None = no prompt logprobs; k >= 0 = chosen token + top-k per prompt position
+    # None = no prompt logprobs; k >= 0 = chosen token + top-k per prompt position
+    prompt_logprobs: int | None = None
     full_distribution_from: int | None = None  # /v1/x/distributions: keep full log-softmax rows from this position
     # OpenAI's penalties on the logits of tokens already generated in this completion (counts c):
     # logit -= frequency_penalty * c + presence_penalty * (c > 0)

@@ -1,6 +1,7 @@
 """OpenAI-compatible HTTP server over the engine (FastAPI).
 
-Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, POST /v1/x/distributions (exact next-token
+Routes: GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, POST /v1/x/distributions
+(exact next-token
 distributions, see docs/CONTRACTS.md), GET /health, GET /metrics. Errors use OpenAI's shape
 {"error": {"message", "type", "param", "code"}}. The Authorization header is accepted and never read or logged.
 
@@ -16,8 +17,8 @@ import base64
 import json
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -26,12 +27,30 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reference_engine.chat_template import ChatTemplateError, render_chat
-from reference_engine.constraints import (ROOT_OBJECT, BannedTokens, Constraint, JsonConstraint, TokenTable,
-                                          arguments_state)
-from reference_engine.engine import (DistributionEvent, Engine, ErrorEvent, FinishEvent, PromptLogprobsEvent,
-                                     RequestRejected, TokenEvent)
-from reference_engine.protocol import (ChatCompletionRequest, CompletionRequest, DistributionRequest, NamedToolChoice,
-                                       first_error)
+from reference_engine.constraints import (
+    ROOT_OBJECT,
+    BannedTokens,
+    Constraint,
+    JsonConstraint,
+    TokenTable,
+    arguments_state,
+)
+from reference_engine.engine import (
+    DistributionEvent,
+    Engine,
+    ErrorEvent,
+    FinishEvent,
+    PromptLogprobsEvent,
+    RequestRejected,
+    TokenEvent,
+)
+from reference_engine.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DistributionRequest,
+    NamedToolChoice,
+    first_error,
+)
 from reference_engine.sequence import SamplingParams
 from reference_engine.tool_parser import ParsedToolCall, StreamingToolSplitter, get_parser
 
@@ -43,7 +62,8 @@ ARGUMENT_DELTA_CHARS = 8
 
 def error_response(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
                    code: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}},
+                        status_code=status)
 
 
 class ApiError(Exception):
@@ -253,7 +273,8 @@ class Server:
     def _logprob_entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict:
         b = self.tok.token_bytes(token_id)
         return {"token": b.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(b),
-                "top_logprobs": [{"token": self.tok.token_text(t), "logprob": lp, "bytes": list(self.tok.token_bytes(t))}
+                "top_logprobs": [{"token": self.tok.token_text(t), "logprob": lp,
+                                  "bytes": list(self.tok.token_bytes(t))}
                                  for t, lp in top]}
 
     def _usage(self, fin: FinishEvent) -> dict:

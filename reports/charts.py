@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from verifier.records import Interval
-from verifier.summary_model import Series
+from verifier.run.summary import Series
 
 __all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title", "trend_chart"]
 
@@ -40,7 +40,8 @@ def _svg(fig: Figure, key: str) -> str:
     """Serialise a figure to an inline ``<svg>`` element (no XML prolog, ids salted by ``key``)."""
     buf = io.StringIO()
     with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})  # constrained layout already fits; "tight" would draw twice
+        # constrained layout already fits; "tight" would draw twice
+        fig.savefig(buf, format="svg", metadata={"Date": None})
     text = _XML_HEAD.sub("", buf.getvalue(), count=1)
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.S)  # RDF boilerplate with URLs
     # matplotlib numbers ids per figure (figure_1, axes_1, ...): several inline SVGs in one page would repeat them.
@@ -148,7 +149,8 @@ def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str,
             if not xs:
                 continue
             ys = [(j + 1) / len(xs) for j in range(len(xs))]
-            ax.plot(xs, ys, drawstyle="steps-post", color=_pick(colours, endpoint, i), label=f"{endpoint} (n={len(xs)})")
+            ax.plot(xs, ys, drawstyle="steps-post", color=_pick(colours, endpoint, i),
+                    label=f"{endpoint} (n={len(xs)})")
         ax.set_xscale("log")
         _plain_ticks(ax.xaxis)
         ax.set_xlabel("request latency, seconds (log scale)")

@@ -1,7 +1,7 @@
 """``verifier history dashboard``: one self-contained page over the whole history database.
 
 Per endpoint: the headline metrics over time with their 95% intervals, drift marks from the same test the gate
-uses (``verifier.drift.detect_drift_points``, each run tested against the runs before it), the verdict and KL
+uses (``verifier.history.drift.detect_drift_points``, each run tested against the runs before it), the verdict and KL
 fingerprint of every run whose folder is known, and a link to that run's report.
 
 Why a page of its own: the run report answers "is tonight's endpoint the reference's model?"; a team watching a
@@ -23,10 +23,10 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from verifier.drift import DriftSettings, detect_drift_points
-from verifier.gate import metric_info
-from verifier.history import DbArg, HistoryError, describe_db, MetricPoint, load_frame, load_runs, load_summary
-from verifier.verdict import HEADLINE_METRICS, compute_verdicts
+from verifier.history import DbArg, HistoryError, MetricPoint, describe_db, load_frame, load_runs, load_summary
+from verifier.history.drift import DriftSettings, detect_drift_points
+from verifier.history.gate import metric_info
+from verifier.run.verdict import HEADLINE_METRICS, compute_verdicts
 
 __all__ = ["DASHBOARD_METRICS", "DashboardRun", "build_dashboard", "render_dashboard"]
 
@@ -136,7 +136,8 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
             summaries[run_id] = load_summary(folder)
         except HistoryError:
             continue  # folder moved or deleted: the run is still drawn from the database, without a verdict
-    verdicts = {run_id: (s.reference, s.verdicts or compute_verdicts(s), s.fingerprints) for run_id, s in summaries.items()}
+    verdicts = {run_id: (s.reference, s.verdicts or compute_verdicts(s), s.fingerprints)
+                for run_id, s in summaries.items()}
 
     endpoints: dict[str, list[MetricPoint]] = defaultdict(list)
     for p in points:
@@ -148,7 +149,8 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
             run = runs_by_id.setdefault(p.run_id, DashboardRun(run_id=p.run_id, started_at=p.started_at,
                                                                drift=flags.get((p.run_id, name), [])))
             if p.basis == "value":
-                key = p.metric if len({q.suite for q in pts if q.metric == p.metric}) == 1 else f"{p.metric} · {p.suite}"
+                one_suite = len({q.suite for q in pts if q.metric == p.metric}) == 1
+                key = p.metric if one_suite else f"{p.metric} · {p.suite}"
                 run.figures[key] = _fmt(p.metric, p.value, p.ci_low, p.ci_high, p.n)
         for run in runs_by_id.values():
             folder = folders.get(run.run_id)
@@ -195,8 +197,9 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
                                   drift_total=sum(len(r.drift) > 0 for r in runs_newest)))
     views.sort(key=lambda v: (not v.is_reference, v.name))
     statement = (f"Drift: each run is tested against the {settings.window} runs before it on the same suite content "
-                 f"(at least {settings.min_history} needed), {settings.method.upper() if settings.method == 'bh' else 'Holm'}"
-                 f"-adjusted across that run's headline series at α = {settings.alpha:g}; a red cross marks a flagged run.")
+                 f"(at least {settings.min_history} needed), "
+                 f"{settings.method.upper() if settings.method == 'bh' else 'Holm'}-adjusted across that run's "
+                 f"headline series at α = {settings.alpha:g}; a red cross marks a flagged run.")
     return DashboardView(db=describe_db(db_path), run_count=len({p.run_id for p in points}), endpoints=views,
                          drift_statement=statement, generated_from=describe_db(db_path))
 

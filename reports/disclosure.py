@@ -14,9 +14,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from verifier.gate import GateResult
+from verifier.history.gate import GateResult
 from verifier.records import Interval, SuiteManifest
-from verifier.summary_model import EndpointInfo, RunSummary, Verdict
+from verifier.run.summary import EndpointInfo, RunSummary, Verdict
 
 __all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "redact_url", "safe_filename", "write_cards"]
 
@@ -50,7 +50,7 @@ class EndpointPublic(BaseModel):
     builtin: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, info: EndpointInfo) -> "EndpointPublic":
+    def of(cls, info: EndpointInfo) -> EndpointPublic:
         return cls(name=info.name, base_url=redact_url(info.base_url), model=info.model,
                    api_key_env=info.api_key_env, builtin=info.builtin)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import logging
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
@@ -23,16 +22,16 @@ from pydantic import BaseModel, Field
 
 from reports import charts
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, redact_url, write_cards
-from verifier.drift import DriftReport, detect_drift
-from verifier.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
+from verifier.history.drift import DriftReport, detect_drift
+from verifier.history.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.records import ExchangeRecord, Interval
-from verifier.summary_model import EndpointSuiteResult, RunSummary, Series, Verdict
-from verifier.verdict import VerdictPolicy, compute_verdicts
+from verifier.run.store import RecordStore, RunManifest
+from verifier.run.summary import EndpointSuiteResult, RunSummary, Series, Verdict
+from verifier.run.verdict import VerdictPolicy, compute_verdicts
 
 __all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
 
-log = logging.getLogger(__name__)
 
 #: The verdict table's columns: (metric or "pass^k", heading). pass^k = the largest k the agent suite reported.
 VERDICT_COLUMNS: list[tuple[str, str]] = [
@@ -76,7 +75,8 @@ GLOSSARY: dict[str, str] = {
     "cache_hit_rate": "Cached prompt tokens over cacheable prompt tokens (first request of each session excluded).",
     "fingerprint": "The closest calibrated KL profile (bf16, fp8-kv, int4-decode, ...): which precision variant the "
                    "candidate's KL distribution looks like.",
-    "consistent": "Every headline difference shown inside its equivalence margin (two one-sided tests); see docs/verdict.md.",
+    "consistent": ("Every headline difference shown inside its equivalence margin (two one-sided tests); "
+                   "see docs/verdict.md."),
     "differs": "A headline difference significant after Holm correction, or a fingerprint naming another variant with "
                "margin.",
     "inconclusive": "Neither shown: more cases needed (the headline says about how many).",
@@ -195,7 +195,8 @@ def fmt_value(metric: str, v: float | None) -> str:
 def make_cell(metric: str, suite: str | None, iv: Interval | None, check: Check | None = None) -> Cell:
     if iv is None or iv.value is None:
         return Cell(metric=metric, suite=suite)
-    ci = f"[{fmt_value(metric, iv.low)}, {fmt_value(metric, iv.high)}]" if iv.low is not None and iv.high is not None else "CI not computed"
+    has_ci = iv.low is not None and iv.high is not None
+    ci = f"[{fmt_value(metric, iv.low)}, {fmt_value(metric, iv.high)}]" if has_ci else "CI not computed"
     return Cell(metric=metric, suite=suite, value=fmt_value(metric, iv.value), ci=ci, n=iv.n, measured=True,
                 status=check.status if check else None, message=check.message if check else "")
 
@@ -237,7 +238,8 @@ def verdict_rows(summary: RunSummary, gate: GateResult, verdicts: dict[str, Verd
             ]
             cells = [make_cell(m, s, iv, gate.for_cell(ep.name, m, s)) for m, s, iv in found]
             cols.append([c for c in cells if c.measured] or [Cell(metric=metric)])
-        rows.append(VerdictRow(endpoint=ep.name, model=ep.model, is_reference=ep.is_reference or ep.name == summary.reference,
+        rows.append(VerdictRow(endpoint=ep.name, model=ep.model, is_reference=ep.is_reference
+                               or ep.name == summary.reference,
                                status=gate.endpoint_status(ep.name), cells=cols, verdict=(verdicts or {}).get(ep.name)))
     rows.sort(key=lambda r: not r.is_reference)
     return rows
@@ -271,7 +273,8 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
                          for e in endpoints])
         for m in metrics
     ]
-    metric_rows, collapsed = _collapse_families(all_rows, {m: [by_ep[e].metrics.get(m) for e in endpoints] for m in metrics})
+    metric_rows, collapsed = _collapse_families(all_rows,
+                                                {m: [by_ep[e].metrics.get(m) for e in endpoints] for m in metrics})
     comparisons = []
     for e in endpoints:
         for key, c in by_ep[e].comparisons.items():
@@ -294,7 +297,8 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
     sentences: list[str] = []
     for suffix, title, rows_ in (
         ("rates", "Rates with 95% confidence intervals", [r for r in rate_rows if not r[0].startswith("expected_")]),
-        ("labels", "Rates against the suite's own labels, 95% CIs", [r for r in rate_rows if r[0].startswith("expected_")]),
+        ("labels", "Rates against the suite's own labels, 95% CIs",
+         [r for r in rate_rows if r[0].startswith("expected_")]),
     ):
         if len(rows_) == 1:  # one dot on an axis says less than the table row it repeats
             continue
@@ -313,9 +317,10 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
         if not _informative(per):
             sentences.append(_series_sentence(name, per))
             continue
-        chart_list.append(Chart(id=cid, title=charts.series_title(name), svg=charts.series_chart(name, per, cid, colours),
-                                caption="Shaded band = 95% CI where the scoring code provided one; dashed = an upper line "
-                                        "named on the y axis (e.g. the cache bound)."))
+        chart_list.append(Chart(id=cid, title=charts.series_title(name),
+                                svg=charts.series_chart(name, per, cid, colours),
+                                caption="Shaded band = 95% CI where the scoring code provided one; dashed = an "
+                                        "upper line named on the y axis (e.g. the cache bound)."))
     lat = _latencies(records, manifest.name)
     if any(lat.values()) and not any(len(set(v)) >= 5 for v in lat.values()):
         sentences.append("Latency: " + "; ".join(
@@ -345,7 +350,8 @@ def _family(metric: str) -> str:
     return metric.split("_", 1)[0] if "_" in metric else metric
 
 
-def _collapse_families(rows: list[MetricRow], values: dict[str, list[Interval | None]]) -> tuple[list[MetricRow], list[Collapsed]]:
+def _collapse_families(rows: list[MetricRow], values: dict[str, list[Interval | None]]) -> tuple[list[MetricRow],
+                                                                                                 list[Collapsed]]:
     """Keep rows that say something; a family whose every figure is zero or not measured becomes one line.
 
     A single all-zero metric stays (an error rate of 0 with its interval is a finding); a single metric that no
@@ -549,15 +555,10 @@ def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None
     summary = load_summary(run_dir)
     records: list[ExchangeRecord] = []
     manifest = None
-    try:
-        from verifier.store import RecordStore, RunManifest
-
-        if (run_dir / "records.jsonl").exists():
-            records = RecordStore(run_dir / "records.jsonl").read()
-        if (run_dir / "manifest.json").exists():
-            manifest = RunManifest.load(run_dir)
-    except ImportError:  # the store is the core's; without it the report still renders from summary.json
-        log.warning("verifier.store unavailable: report rendered without records/manifest details")
+    if (run_dir / "records.jsonl").exists():
+        records = RecordStore(run_dir / "records.jsonl").read()
+    if (run_dir / "manifest.json").exists():
+        manifest = RunManifest.load(run_dir)
     html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path)
     write_cards(run_dir, cards)
     out = run_dir / "report.html"

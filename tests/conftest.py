@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from verifier import redaction
-from verifier.testing.scripted_server import ScriptedServer
+from verifier.http import redaction
+from verifier.testing import ScriptedServer
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,8 @@ def _fresh_secret_registry() -> Iterator[None]:
 
 @pytest.fixture
 def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
-    """Factory: ``srv = scripted_server(responder, api_key=...)`` starts a real loopback server, stopped after the test."""
+    """Factory: ``srv = scripted_server(responder, api_key=...)`` starts a real loopback server, stopped after the
+    test."""
     started: list[ScriptedServer] = []
 
     def make(*args, **kwargs) -> ScriptedServer:

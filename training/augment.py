@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _TOPICS = (
     "volcanoes", "the moon", "bees", "rainbows", "black holes", "the printing press", "glaciers", "coral reefs",
@@ -52,7 +53,8 @@ _ACTIVITIES = (
     "drawing", "public speaking", "gardening", "learning French", "running", "knitting", "saving money",
     "cooking rice", "writing essays", "playing guitar", "meditation", "time management", "swimming", "negotiating",
 )
-_ARITHMETIC = ("What is {a} plus {b}?", "What is {a} minus {b}?", "How much is {a} times {b}?", "Is {a} bigger than {b}?")
+_ARITHMETIC = ("What is {a} plus {b}?", "What is {a} minus {b}?", "How much is {a} times {b}?",
+               "Is {a} bigger than {b}?")
 
 
 #: kinds of small talk the forms above miss: asking for something made up, comparisons, who/when
@@ -204,7 +206,7 @@ def scramble_values(text: str, arguments: dict[str, Any], schema: dict[str, Any]
     redrawn, kept if the pattern still matches. Returns None when nothing could be replaced or the new
     arguments would not validate (the caller keeps the original case).
     """
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.checks import check_call
 
     replacements: dict[str, str] = {}
     new_args = _scramble_node(arguments, schema, text, rng, replacements)
@@ -270,7 +272,8 @@ def _pseudo_phrase(value: str, rng: random.Random) -> str:
     digits are redrawn; everything else (punctuation, spacing, '@', '/') stays."""
     def word(m: re.Match[str]) -> str:
         w = m.group(0)
-        made = "".join((_CONSONANTS if i % 2 == 0 else _VOWELS)[rng.randrange(len(_CONSONANTS if i % 2 == 0 else _VOWELS))]
+        made = "".join((_CONSONANTS
+                        if i % 2 == 0 else _VOWELS)[rng.randrange(len(_CONSONANTS if i % 2 == 0 else _VOWELS))]
                        for i in range(max(2, len(w) + rng.randint(-1, 1))))
         if w.isupper() and len(w) > 1:
             return made.upper()
@@ -283,7 +286,8 @@ def _pseudo_phrase(value: str, rng: random.Random) -> str:
 _VERB_ALTERNATIVES: dict[str, tuple[str, ...]] = {
     "get": ("fetch", "lookup", "read"), "create": ("make", "new", "add"), "search": ("find", "query", "lookup"),
     "set": ("update", "configure"), "send": ("post", "deliver"), "list": ("show", "fetch"), "book": ("reserve",),
-    "add": ("append", "insert"), "update": ("edit", "modify"), "run": ("execute", "start"), "track": ("trace", "follow"),
+    "add": ("append", "insert"), "update": ("edit", "modify"), "run": ("execute", "start"), "track": ("trace",
+                                                                                                      "follow"),
     "read": ("open", "load"), "write": ("save", "store"), "convert": ("transform",), "check": ("verify", "inspect"),
 }
 _SUFFIXES_FOR_NAMES = ("_v2", "_tool", "_api", "_fn")
@@ -362,7 +366,8 @@ def apply_renaming(body: dict[str, Any], expected: dict[str, Any] | None,
     for m in body["messages"]:
         if m.get("tool_calls"):
             m = {**m, "tool_calls": [{**c, "function": {**c["function"],
-                                                        "name": mapping.get(c["function"]["name"], c["function"]["name"])}}
+                                                        "name": mapping.get(c["function"]["name"],
+                                                                            c["function"]["name"])}}
                                      for c in m["tool_calls"]]}
         messages.append(m)
     if expected is not None:

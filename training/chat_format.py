@@ -168,7 +168,8 @@ def assistant_spans(text: str) -> list[tuple[int, int]]:
 
 
 #: A tool-call block as the template renders it: the name, then the arguments' JSON object.
-_CALL_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r'\{"name": ("[^"]*"), "arguments": (.*?)\}' + re.escape(TOOL_CALL_CLOSE), re.S)
+_CALL_BLOCK = re.compile(re.escape(TOOL_CALL_OPEN) + r'\{"name": ("[^"]*"), "arguments": (.*?)\}'
+                         + re.escape(TOOL_CALL_CLOSE), re.S)
 #: A JSON string followed by a colon: an object key (matched left to right, so a value's quotes never start one).
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"(\s*:)?')
 
@@ -198,4 +199,5 @@ def tool_call_text(name: str, arguments: dict[str, Any]) -> str:
 def assistant_tool_message(name: str, arguments: dict[str, Any], call_id: str = "call_0") -> dict[str, Any]:
     """An OpenAI-shape assistant message carrying one tool call (arguments as a JSON string)."""
     return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}
+        {"id": call_id, "type": "function",
+         "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from verifier import stats
+from verifier.stats import intervals as stats
 
 
 def paired_cases(base: dict[str, str], cand: dict[str, str]) -> tuple[list[bool], list[bool], Counter[tuple[str, str]]]:

@@ -18,11 +18,11 @@ import copy
 import json
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
-from training.augment import (apply_renaming, perturb_request, rename_tools, scramble_values, small_talk,
-                              tool_renaming)
+from training.augment import apply_renaming, perturb_request, rename_tools, scramble_values, small_talk, tool_renaming
 from training.chat_format import CHAT_TEMPLATE, IM_START, assistant_spans, assistant_tool_message, render
 
 if TYPE_CHECKING:
@@ -87,7 +87,8 @@ class ConversationGroup:
     history. Training computes the shared part once for all of them (``training.train``, shared-prefix rows).
 
     Its training text is the shared prefix followed by each member's final exchange
-    (:meth:`text_and_starts` also gives where each exchange begins). Every exchange starts with a special token (``<|im_start|>``), so the
+    (:meth:`text_and_starts` also gives where each exchange begins). Every exchange starts with a special token
+    (``<|im_start|>``), so the
     tokens of this text are exactly the prefix's tokens followed by each exchange's own.
     """
 
@@ -142,7 +143,7 @@ def _case_parts(case: Any) -> tuple[dict[str, Any], Any]:
         body = {k: v for k, v in case.items() if k != "_meta"}
         meta = case.get("_meta") or {}
         return body, meta.get("expected", "absent")
-    body = getattr(case, "body")
+    body = case.body
     expected = getattr(case, "expected", "absent")
     if hasattr(expected, "model_dump"):
         expected = expected.model_dump()

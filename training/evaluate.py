@@ -28,12 +28,13 @@ from typing import Any
 import httpx
 
 from reference_engine.launch import start_server
-from verifier import stats
-from verifier.agent_runner import Conversation, is_context_error, send_step
-from verifier.client import EndpointClient
+from verifier.http.client import EndpointClient
+from verifier.kinds.agent.kind import Conversation, is_context_error, send_step
+from verifier.kinds.toolcall.checks import args_bfcl_equal, check_call
+from verifier.kinds.toolcall.scoring import f1_interval
+from verifier.kinds.toolcall.suite_format import ToolcallCase, load_jsonl, parse_case
 from verifier.records import EndpointConfig
-from verifier.suite_format import ToolcallCase, load_jsonl, parse_case
-from verifier.toolcall_scoring import args_bfcl_equal, check_call, f1_interval
+from verifier.stats import intervals as stats
 
 CORE_SUITE = Path(__file__).resolve().parents[1] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
 
@@ -189,7 +190,8 @@ def toolcall_metrics(results: list[CaseResult]) -> dict[str, Any]:
         "trigger_precision": stats.wilson(sum(tp), sum(tp) + sum(fp)).model_dump(),
         "trigger_recall": stats.wilson(sum(tp), sum(tp) + sum(fn)).model_dump(),
         "schema_accuracy": stats.wilson(sum(r.valid for r in calls), len(calls)).model_dump(),
-        "tool_name_accuracy": stats.wilson(sum(r.called and r.name == r.expected_tool for r in want), len(want)).model_dump(),
+        "tool_name_accuracy": stats.wilson(sum(r.called and r.name == r.expected_tool for r in want),
+                                           len(want)).model_dump(),
         "args_bfcl_accuracy": stats.wilson(sum(r.args_match for r in want), len(want)).model_dump(),
         "case_accuracy": stats.wilson(sum(r.correct for r in ok), len(ok)).model_dump(),
     }
@@ -199,7 +201,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
     """Drive each scenario step by step, keeping its context as the verifier's agent runner does.
 
     The system prompt and goal are always sent; when the engine refuses a prompt as longer than the model's
-    context, the oldest turns are dropped and the step is re-sent (``verifier.agent_runner.send_step``, the
+    context, the oldest turns are dropped and the step is re-sent (``verifier.kinds.agent.kind.send_step``, the
     runner's own function; the window learnt from the error is kept for later scenarios, as the runner keeps it
     per endpoint). Why: verifier-tiny was trained on documents of at most 1,024 tokens, cut the same way
     (system, goal, the latest calls), and sending it longer prompts measures positions it never saw, not the
@@ -217,7 +219,8 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
         transcript: list[str] = []
         stop = "budget"
         steps = 0
-        for steps in range(1, sc.step_budget + 1):
+        for step in range(1, sc.step_budget + 1):
+            steps = step
             sent = await send_step(conv, client.chat, request, window=learned_window, max_tokens=max_tokens)
             ex = sent.exchange
             if sent.context_retries:
@@ -310,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
                                         "trimmed_turns": r.trimmed_turns} for r in ag]
         entry["wall_s"] = round(time.time() - t0, 1)
         if name != "bf16" and "bf16" in correct:
-            entry["case_accuracy_diff_vs_bf16"] = stats.newcombe_paired_diff(correct["bf16"], correct[name]).model_dump()
+            entry["case_accuracy_diff_vs_bf16"] = stats.newcombe_paired_diff(correct["bf16"],
+                                                                             correct[name]).model_dump()
             entry["mcnemar_p_vs_bf16"] = stats.mcnemar(correct["bf16"], correct[name])
         report["variants"][name] = entry
         tc = entry["toolcall"]

@@ -26,9 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from reference_engine.launch import default_model_path, start_server
-from training.evaluate import (CORE_SUITE, MODEL_ID, REPORTED_AGENT_SEEDS, REPORTED_CASES, failure_breakdown, run_agent,
-                               run_toolcall, toolcall_metrics)
-from verifier.suite_format import load_jsonl
+from training.evaluate import (
+    CORE_SUITE,
+    MODEL_ID,
+    REPORTED_AGENT_SEEDS,
+    REPORTED_CASES,
+    failure_breakdown,
+    run_agent,
+    run_toolcall,
+    toolcall_metrics,
+)
+from verifier.kinds.toolcall.suite_format import load_jsonl
 
 #: issue #5's bars, in BF16
 BARS = {"trigger_f1": 0.95, "schema_accuracy": 0.97, "agent_success": 0.9}
@@ -131,7 +139,8 @@ def score(candidate: Candidate, cases: list[Any], scenarios: list[Any]) -> Valid
         name=candidate.name, folder=str(candidate.folder or "shipped"),
         trigger_f1=tc["trigger_f1"]["value"] or 0.0, schema_accuracy=tc["schema_accuracy"]["value"] or 0.0,
         schema_calls=tc["schema_accuracy"]["n"], agent_success=wins / max(1, tasks), agent_tasks=tasks,
-        case_accuracy=tc["case_accuracy"]["value"] or 0.0, n_cases=len(cases), outcomes=failure_breakdown(results, cases),
+        case_accuracy=tc["case_accuracy"]["value"] or 0.0, n_cases=len(cases), outcomes=failure_breakdown(results,
+                                                                                                          cases),
         weights_sha256=weights_digest(candidate.folder))
 
 

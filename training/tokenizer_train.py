@@ -9,7 +9,7 @@ so they survive ``decode(skip_special_tokens=True)`` and the engine's parser see
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 

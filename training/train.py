@@ -6,7 +6,8 @@ Steps: generate the synthetic corpus (training templates/seeds only) -> train th
 -> tokenize with a loss mask on assistant tokens -> batch documents of similar length, one per row
 (``bucket_batches`` says why not packed; with ``--group-size`` K a row holds a shared system prompt and tool
 list followed by K requests and answers, each seeing only the prefix and itself) -> Muon on the decoder
-matrices and AdamW on the rest (``training.optim``; ``--optimizer adamw`` for AdamW alone) with warmup + cosine decay (or
+matrices and AdamW on the rest (``training.optim``; ``--optimizer adamw`` for AdamW alone) with warmup + cosine decay
+(or
 ``--schedule wsd``), fixed seed, 2 threads -> export a running average of the weights (``--ema-decay``) as bf16
 safetensors. Progress goes to stdout (run it under
 ``nohup ... > train.log``).
@@ -25,13 +26,19 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from training.chat_format import (CHAT_TEMPLATE, TOOL_CALL_OPEN, TOOL_LIST_PLACES, assistant_spans,
-                                  call_name_and_key_spans, chat_template)
 from training.augment import RENAME_STYLES
+from training.chat_format import (
+    CHAT_TEMPLATE,
+    TOOL_CALL_OPEN,
+    TOOL_LIST_PLACES,
+    assistant_spans,
+    call_name_and_key_spans,
+    chat_template,
+)
 from training.corpus import AGENT_HORIZONS, Conversation, ConversationGroup, build_corpus, dump_jsonl
 from training.export import export_checkpoint
 from training.model import TinyConfig, TinyLlama
@@ -135,7 +142,9 @@ class Batch:
     schema: torch.Tensor | None = None     # [B, T] uint8 (see Doc.schema); None when a document lacks it
 
     def to(self, device: str) -> Batch:
-        move = (lambda t: None if t is None else t.to(device))
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
         return Batch(self.ids.to(device), self.targets.to(device), move(self.segments), move(self.positions),
                      move(self.schema))
 
@@ -224,7 +233,8 @@ def lr_at(progress: float, step: int, peak: float, warmup: int, schedule: str = 
 
 
 #: the shipped checkpoint, whose safetensors metadata records how many steps its run took
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parents[1] / "reference_engine" / "models" / "verifier-tiny" / "model.safetensors"
+SHIPPED_CHECKPOINT = (Path(__file__).resolve().parents[1] / "reference_engine" / "models" / "verifier-tiny"
+                      / "model.safetensors")
 #: a retrain projected below this share of the shipped run's steps gets a warning (see ``pace_warning``)
 PACE_TOLERANCE = 0.85
 #: steps at which the pace is reported (the tokens/s of the first minutes run a little below the final ones)
@@ -270,7 +280,8 @@ def pace_warning(projected: int, reference: int | None, tolerance: float = PACE_
 
     Why: the budget is wall-clock time, so a slower or busier machine trains fewer steps, and at this size
     the steps decide: the shipped recipe rerun with 73 % of its steps fell from 105 to 41 correct held-out
-    cases (training/JOURNAL.md, "Retrains of 2026-12-03"). Such a retrain says little about the recipe and should not replace the model.
+    cases (training/JOURNAL.md, "Retrains of 2026-12-03"). Such a retrain says little about the recipe and should not
+    replace the model.
     """
     if reference is None or projected >= tolerance * reference:
         return None
@@ -600,8 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--wide-small-talk", action="store_true",
                     help="generate small talk of eleven kinds instead of five (see training.augment.small_talk)")
     ap.add_argument("--rename-style", choices=RENAME_STYLES, default="variants",
-                    help="how the 40 %% of tool lists that are renamed get their names: variants (v7's and v8's: plausible "
-                         "aliases such as lookup_forecast, which a long run learns as names of the tool) or "
+                    help="how the 40 %% of tool lists that are renamed get their names: variants (v7's and v8's: "
+                         "plausible aliases such as lookup_forecast, which a long run learns as names of the tool) or "
                          "arbitrary (unrelated words drawn per case, so a name can only be copied from the list)")
     ap.add_argument("--ema-decay", type=float, default=0.9995,
                     help="export an exponential moving average of the weights with this decay per step instead of "

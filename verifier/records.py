@@ -9,7 +9,8 @@ silent ``None`` in a report three modules away. Records are serialised one per l
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,15 +73,18 @@ class Exchange(BaseModel):
     request_hash: str
     attempts: int = 1
     status: int | None = None  # final HTTP status; None when no response arrived
-    error_class: str | None = None  # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
+    error_class: str | None = None
     # ... and "malformed_response" (a 200 with no readable completion), "harness_error" (an exception while handling
     # this exchange: recorded, the suite goes on), "probe_failed" (a logprob capability probe met provider faults)
     error_message: str | None = None
-    retried_statuses: list[int] = Field(default_factory=list)  # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
+    # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
+    retried_statuses: list[int] = Field(default_factory=list)
     stream: bool = False
     ttft_s: float | None = None
     latency_s: float | None = None
-    chunk_times_s: list[float] = Field(default_factory=list)  # arrival times of content/tool-call chunks, from request start
+    # arrival times of content/tool-call chunks, from request start
+    chunk_times_s: list[float] = Field(default_factory=list)
     response: dict[str, Any] | None = None  # final body (for streams: reassembled as a non-streamed completion)
     content: str | None = None
     reasoning_content: str | None = None
@@ -133,3 +137,20 @@ class Interval(BaseModel):
     high: float | None = None
     n: int = 0
     method: str | None = None  # "wilson", "bootstrap", "newcombe", ...
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def read_json_model(model: type[_Model], path: Path, *, missing: str, unreadable: str,
+                    error: type[Exception] = ValueError) -> _Model:
+    """``model`` parsed from the JSON file at ``path``; a missing or malformed file is one ``error`` line naming it
+    (``{path}: {missing}`` or ``{path}: {unreadable} (first line of the parse error)``), never a traceback."""
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: {missing}")
+    try:
+        return model.model_validate_json(path.read_bytes())
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise error(f"{path}: {unreadable} ({first})") from None

@@ -100,7 +100,8 @@ def write_kv(
     _write_fp8(v, v_pages, v_scales, pages, offs)
 
 
-def _write_fp8(x: torch.Tensor, pages_t: torch.Tensor, scales: torch.Tensor, pages: torch.Tensor, offs: torch.Tensor) -> None:
+def _write_fp8(x: torch.Tensor, pages_t: torch.Tensor, scales: torch.Tensor, pages: torch.Tensor,
+               offs: torch.Tensor) -> None:
     """Per (page, head): scale = amax / 448; a page-head whose amax grows is requantised to the larger scale.
 
     A freshly assigned page has scale 0 (the block manager resets it), so stale bytes from the previous owner are
@@ -150,7 +151,8 @@ def _cpu_int4_available() -> bool:
 
 
 def _aten_cpu_pack(p: Int4Weight) -> tuple[torch.Tensor, torch.Tensor]:
-    """aten computes w = (nibble - 8) * scale + zero_f; our asymmetric form (nibble - z) * s maps to zero_f = (8 - z) * s."""
+    """aten computes w = (nibble - 8) * scale + zero_f; our asymmetric form (nibble - z) * s maps to
+    zero_f = (8 - z) * s."""
     from reference_engine.quant import unpack_nibbles
 
     nib = unpack_nibbles(p.qweight).to(torch.int32).contiguous()

@@ -183,7 +183,8 @@ def paged_decode_attention_impl(
     B, H, D = q.shape
     num_pages, page_size, Hkv, Dk = k_pages.shape
     if Dk != D or v_pages.shape != k_pages.shape:
-        raise ValueError(f"paged_decode_attention: q head_dim {D} vs pages {tuple(k_pages.shape)} / {tuple(v_pages.shape)}")
+        raise ValueError(f"paged_decode_attention: q head_dim {D} vs pages {tuple(k_pages.shape)} / "
+                         f"{tuple(v_pages.shape)}")
     if H % Hkv != 0:
         raise ValueError(f"paged_decode_attention: num_heads {H} is not a multiple of num_kv_heads {Hkv}")
     is_fp8 = k_pages.dtype == torch.float8_e4m3fn

@@ -30,7 +30,8 @@ def dot_in_fp32(t: torch.Tensor) -> bool:
 
 
 def check_device(*tensors: torch.Tensor | None) -> None:
-    """Refuse CPU tensors unless the interpreter is on: a compiled Triton kernel would read host memory as device memory."""
+    """Refuse CPU tensors unless the interpreter is on: a compiled Triton kernel would read host memory as device
+    memory."""
     for t in tensors:
         if t is not None and t.device.type != "cuda" and not interpreting():
             raise ValueError(
@@ -48,7 +49,7 @@ def sm_count(device: torch.device) -> int:
     return 1
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 

@@ -196,7 +196,8 @@ def int4_linear_impl(
     M, K = x.shape
     N, KH = qweight.shape
     if qweight.dtype != torch.uint8 or 2 * KH != K:
-        raise ValueError(f"int4_linear: qweight must be uint8 [N, {K // 2}] for K={K}, got {qweight.dtype} {tuple(qweight.shape)}")
+        raise ValueError(f"int4_linear: qweight must be uint8 [N, {K // 2}] for K={K}, got {qweight.dtype} "
+                         f"{tuple(qweight.shape)}")
     if group_size <= 0 or group_size % 2 or K % group_size:
         raise ValueError(f"int4_linear: group_size {group_size} must be even and divide K={K}")
     if scales.shape != (N, K // group_size) or (zeros is not None and zeros.shape != scales.shape):

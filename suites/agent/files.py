@@ -121,14 +121,16 @@ class FileSystemEnv(Environment):
     def _search(self, args: dict[str, Any]) -> str:
         needle = args["name"].lower()
         hits = sorted(p for p in self.files if needle in posixpath.basename(p).lower())
-        return "matches: " + (", ".join(hits[:8]) or "none") + (f" and {len(hits) - 8} more" if len(hits) > 8 else "") + "."
+        return "matches: " + (", ".join(hits[:8]) or "none") + (f" and {len(hits) - 8} more"
+                                                                if len(hits) > 8 else "") + "."
 
     def _build_tools(self) -> list[Tool]:
         path = {"type": "string", "minLength": 1}
         return [
             Tool("list_dir", "List a folder (first 8 names).", obj_schema({"path": path}), self._list_dir),
             Tool("read_file", "Show a file's content.", obj_schema({"path": path}), self._read_file),
-            Tool("write_file", "Create or overwrite a file.", obj_schema({"path": path, "content": {"type": "string"}}), self._write_file),
+            Tool("write_file", "Create or overwrite a file.",
+                 obj_schema({"path": path, "content": {"type": "string"}}), self._write_file),
             Tool(
                 "move_file",
                 "Move a file. dst is a folder (keeps the name) or a full new path.",

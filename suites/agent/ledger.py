@@ -34,7 +34,8 @@ class Entry:
     def text(self) -> str:
         if self.legs[0].source is None:
             leg = self.legs[0]
-            verb = f"deposit {leg.amount} into {leg.account}" if leg.amount > 0 else f"withdraw {-leg.amount} from {leg.account}"
+            verb = (f"deposit {leg.amount} into {leg.account}" if leg.amount > 0
+                    else f"withdraw {-leg.amount} from {leg.account}")
             return f"entry {self.id}: {verb} (use post)"
         parts = [f"{leg.amount} to {leg.account}" for leg in self.legs]
         return f"entry {self.id}: pay from {self.legs[0].source}: " + " and ".join(parts) + " (one transfer each)"
@@ -150,13 +151,15 @@ class LedgerEnv(Environment):
                 "transfer",
                 "Move a positive amount from one account to another.",
                 obj_schema(
-                    {"entry_id": eid, "from_account": acct, "to_account": acct, "amount": {"type": "integer", "minimum": 1}}
+                    {"entry_id": eid, "from_account": acct, "to_account": acct,
+                     "amount": {"type": "integer", "minimum": 1}}
                 ),
                 self._transfer,
             ),
             Tool("balance", "Show one account's balance.", obj_schema({"account": acct}), self._balance),
             Tool("list_accounts", "Show all balances.", obj_schema({}), self._list_accounts),
-            Tool("reconcile", "Check the ledger against the journal once all entries are posted.", obj_schema({}), self._reconcile),
+            Tool("reconcile", "Check the ledger against the journal once all entries are posted.", obj_schema({}),
+                 self._reconcile),
         ]
 
     # ---- task --------------------------------------------------------------------------------------

@@ -73,7 +73,8 @@ class NotesEnv(Environment):
         key = {"type": "string", "minLength": 1}
         return [
             Tool("get", "Read the note stored under a key.", obj_schema({"key": key}), self._get),
-            Tool("put", "Store a value under a key (overwrites).", obj_schema({"key": key, "value": {"type": "string"}}), self._put),
+            Tool("put", "Store a value under a key (overwrites).",
+                 obj_schema({"key": key, "value": {"type": "string"}}), self._put),
             Tool(
                 "append",
                 "Append a value to a comma-separated list under a key.",
@@ -81,7 +82,8 @@ class NotesEnv(Environment):
                 self._append,
             ),
             Tool("delete", "Delete a key.", obj_schema({"key": key}), self._delete),
-            Tool("list_keys", "List keys that start with a prefix.", obj_schema({"prefix": {"type": "string"}}), self._list_keys),
+            Tool("list_keys", "List keys that start with a prefix.", obj_schema({"prefix": {"type": "string"}}),
+                 self._list_keys),
         ]
 
     # ---- task --------------------------------------------------------------------------------------
@@ -112,4 +114,5 @@ class NotesEnv(Environment):
         return None
 
     def state(self) -> dict[str, Any]:
-        return {"chain": self.chain, "store": self.store, "words": self.words, "code": self.code, "seen": sorted(self.seen)}
+        return {"chain": self.chain, "store": self.store, "words": self.words, "code": self.code,
+                "seen": sorted(self.seen)}

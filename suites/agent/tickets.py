@@ -139,7 +139,8 @@ class TicketQueueEnv(Environment):
             Tool(
                 "close",
                 "Close a ticket.",
-                obj_schema({"ticket_id": tid, "resolution": {"type": "string", "enum": ["solved", "duplicate", "spam"]}}),
+                obj_schema({"ticket_id": tid,
+                            "resolution": {"type": "string", "enum": ["solved", "duplicate", "spam"]}}),
                 self._close,
             ),
             Tool("queue_size", "How many tickets are still in the queue.", obj_schema({}), self._queue_size),

@@ -371,7 +371,8 @@ def generate_case_groups(seed: int, n_groups: int, size: int, phrasings: Phrasin
 
 
 def generate_forced_cases(seed: int, per_tool: int = 3, phrasings: Phrasings = EVAL_PHRASINGS, *,
-                          max_tools: int = 3, id_prefix: str = "schemas") -> list[tuple[dict[str, Any], dict[str, Any]]]:
+                          max_tools: int = 3, id_prefix: str = "schemas") -> list[tuple[dict[str, Any],
+                                                                                        dict[str, Any]]]:
     """Forced calls (``tool_choice`` names the function) for every tool, tagged with its schema features."""
     rng = random.Random(f"{seed}:{phrasings.name}:{id_prefix}")
     out = []

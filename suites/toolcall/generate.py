@@ -24,9 +24,10 @@ SCHEMAS_PER_TOOL = 3
 
 
 def case_to_line(body: dict[str, Any], meta: dict[str, Any]) -> str:
-    """One suite line: compact JSON, ``_meta`` last (the suite format ``verifier.suite_format`` reads).
+    """One suite line: compact JSON, ``_meta`` last (the suite format ``verifier.kinds.toolcall.suite_format`` reads).
 
-    Why not ``verifier.suite_format.case_to_line``: ``suites/`` holds data and does not import ``verifier``;
+    Why not ``verifier.kinds.toolcall.suite_format.case_to_line``: ``suites/`` holds data and does not import
+    ``verifier``;
     ``tests/suites/test_suites_catalog.py`` checks both write the same bytes."""
     return json.dumps({**body, "_meta": meta}, ensure_ascii=False, separators=(",", ":"))
 

@@ -10,7 +10,8 @@ content hashes, so a change here shows up as stale files in ``python -m suites.t
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Sampler = Callable[[random.Random], dict[str, Any]]
 Renderer = Callable[[Any], str]
@@ -115,22 +116,27 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"limit": r.choice([5, 10, 20])} if _maybe(r, 0.3) else {})},
     "send_chat_message":
         lambda r: {"channel": r.choice(["general", "eng-alerts", "design", "random", "release-2026"]),
-                   "text": r.choice(["Deploy finished", "Standup moved to 10:30", "Lunch is here", "Build is green again"]),
+                   "text": r.choice(["Deploy finished", "Standup moved to 10:30", "Lunch is here",
+                                     "Build is green again"]),
                    **({"notify_all": True} if _maybe(r, 0.25) else {})},
     "search_flights":
         lambda r: (lambda o, d: {
             "origin": o, "destination": d, "depart_date": _date(r),
             "passengers": {"adults": r.randint(1, 4), **({"children": r.randint(1, 3)} if _maybe(r, 0.3) else {})},
-            **({"cabin": r.choice(["economy", "business", "first"])} if _maybe(r, 0.4) else {})})(*r.sample(AIRPORTS, 2)),
+            **({"cabin": r.choice(["economy", "business", "first"])}
+               if _maybe(r, 0.4) else {})})(*r.sample(AIRPORTS, 2)),
     "book_hotel":
-        lambda r: {"city": r.choice(CITIES), "check_in": _date(r), "nights": r.randint(1, 10), "guests": r.randint(1, 4),
+        lambda r: {"city": r.choice(CITIES), "check_in": _date(r), "nights": r.randint(1, 10),
+                   "guests": r.randint(1, 4),
                    **({"max_price_per_night": float(r.choice([80, 120, 150, 250]))} if _maybe(r, 0.4) else {}),
                    **({"amenities": _pick_some(r, ["wifi", "pool", "gym", "parking", "breakfast"], 1, 2)}
                       if _maybe(r, 0.4) else {})},
     "convert_currency":
-        lambda r: (lambda a, b: {"amount": _money(r, 5, 5000), "from_currency": a, "to_currency": b})(*r.sample(CURRENCIES, 2)),
+        lambda r: (lambda a, b: {"amount": _money(r, 5, 5000), "from_currency": a, "to_currency": b})(
+            *r.sample(CURRENCIES, 2)),
     "get_stock_quote":
-        lambda r: {"ticker": r.choice(TICKERS), **({"exchange": r.choice(["NASDAQ", "NYSE", "XETRA"])} if _maybe(r, 0.3) else {})},
+        lambda r: {"ticker": r.choice(TICKERS),
+                   **({"exchange": r.choice(["NASDAQ", "NYSE", "XETRA"])} if _maybe(r, 0.3) else {})},
     "transfer_money":
         lambda r: {"from_account": f"ACC-{r.randint(1000, 9999)}", "to_account": f"ACC-{r.randint(1000, 9999)}",
                    "amount": _money(r, 10, 3000), "currency": r.choice(["USD", "EUR", "GBP"]),
@@ -155,13 +161,16 @@ SAMPLERS: dict[str, Sampler] = {
     "order_food":
         lambda r: {"restaurant_id": f"R{r.randint(1000, 9999)}",
                    "items": [{"name": n, "quantity": r.randint(1, 3)} for n in
-                             r.sample(["pad thai", "margherita pizza", "falafel wrap", "ramen", "caesar salad"], r.randint(1, 2))],
+                             r.sample(["pad thai", "margherita pizza", "falafel wrap", "ramen", "caesar salad"],
+                                      r.randint(1, 2))],
                    "delivery_address": f"{r.randint(1, 200)} {r.choice(STREETS)}",
                    **({"tip_percent": r.choice([10, 15, 20])} if _maybe(r, 0.4) else {})},
     "get_directions":
         lambda r: (lambda a, b: {"origin": f"{a} airport", "destination": f"{b} Street",
-                                 **({"mode": r.choice(["driving", "walking", "cycling", "transit"])} if _maybe(r, 0.6) else {}),
-                                 **({"avoid": _pick_some(r, ["tolls", "highways", "ferries"], 1, 2)} if _maybe(r, 0.3) else {})}
+                                 **({"mode": r.choice(["driving", "walking", "cycling", "transit"])}
+                                    if _maybe(r, 0.6) else {}),
+                                 **({"avoid": _pick_some(r, ["tolls", "highways", "ferries"], 1, 2)}
+                                    if _maybe(r, 0.3) else {})}
                    )(r.choice(CITIES), r.choice(["King", "Market", "Bridge", "Church"])),
     "find_nearby_places":
         lambda r: {"latitude": round(r.uniform(-60, 60), 3), "longitude": round(r.uniform(-150, 150), 3),
@@ -171,7 +180,8 @@ SAMPLERS: dict[str, Sampler] = {
         lambda r: {"path": r.choice(FILES), **({"start_line": r.randint(1, 200), "max_lines": r.choice([20, 50, 100])}
                                              if _maybe(r, 0.3) else {})},
     "write_file":
-        lambda r: {"path": r.choice(FILES), "content": r.choice(["hello world", "TODO: fix login", "version=2", "done"]),
+        lambda r: {"path": r.choice(FILES),
+                   "content": r.choice(["hello world", "TODO: fix login", "version=2", "done"]),
                    **({"mode": r.choice(["overwrite", "append"])} if _maybe(r, 0.5) else {})},
     "search_files":
         lambda r: {"pattern": r.choice(["TODO", "api_key", "def main", "timeout"]),
@@ -184,7 +194,8 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"labels": _pick_some(r, LABELS, 1, 2)} if _maybe(r, 0.5) else {}),
                    **({"assignee": r.choice(FIRST)} if _maybe(r, 0.3) else {})},
     "run_tests":
-        lambda r: {"repo": r.choice(REPOS), **({"branch": r.choice(["main", "dev", "fix/login"])} if _maybe(r, 0.5) else {}),
+        lambda r: {"repo": r.choice(REPOS),
+                   **({"branch": r.choice(["main", "dev", "fix/login"])} if _maybe(r, 0.5) else {}),
                    **({"test_filter": r.choice(["auth", "billing", "api"])} if _maybe(r, 0.3) else {}),
                    **({"timeout_s": r.choice([60, 300, 900])} if _maybe(r, 0.2) else {})},
     "query_database":
@@ -198,11 +209,13 @@ SAMPLERS: dict[str, Sampler] = {
     "control_lights":
         lambda r: (lambda on: {"room": r.choice(ROOMS), "on": on,
                                **({"brightness": r.choice([20, 50, 75, 100])} if on and _maybe(r, 0.5) else {}),
-                               **({"color": r.choice(["#ff8800", "#ffffff", "#3366ff"])} if on and _maybe(r, 0.2) else {})}
+                               **({"color": r.choice(["#ff8800", "#ffffff", "#3366ff"])} if on
+                                  and _maybe(r, 0.2) else {})}
                    )(r.random() < 0.7),
     "log_workout":
         lambda r: (lambda a: {"activity": a, "duration_minutes": r.choice([20, 30, 45, 60, 75]),
-                              **({"distance_km": round(r.uniform(2, 40) * 2) / 2} if a in ("running", "cycling", "swimming", "rowing")
+                              **({"distance_km": round(r.uniform(2, 40) * 2) / 2}
+                                 if a in ("running", "cycling", "swimming", "rowing")
                                  and _maybe(r, 0.6) else {}),
                               **({"date": _date(r)} if _maybe(r, 0.3) else {}),
                               **({"perceived_effort": r.randint(3, 9)} if _maybe(r, 0.3) else {})}
@@ -225,7 +238,8 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"formality": r.choice(["formal", "informal"])} if _maybe(r, 0.3) else {})},
     "convert_units":
         lambda r: (lambda p: {"value": float(r.randint(1, 500)), "from_unit": p[0], "to_unit": p[1]}
-                   )(r.choice([("km", "mi"), ("mi", "km"), ("kg", "lb"), ("lb", "kg"), ("l", "gal"), ("c", "f"), ("f", "c")])),
+                   )(r.choice([("km", "mi"), ("mi", "km"), ("kg", "lb"), ("lb", "kg"), ("l", "gal"), ("c", "f"),
+                               ("f", "c")])),
     "set_timer":
         lambda r: {"seconds": r.choice([30, 60, 90, 120, 300, 600, 900, 1800]),
                    **({"label": r.choice(["tea", "pasta", "break", "laundry"])} if _maybe(r, 0.5) else {})},
@@ -238,22 +252,26 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"list_name": r.choice(["home", "work"])} if _maybe(r, 0.4) else {}),
                    **({"due_date": _date(r)} if _maybe(r, 0.4) else {}),
                    **({"priority": r.randint(1, 4)} if _maybe(r, 0.3) else {}),
-                   **({"tags": _pick_some(r, ["errand", "urgent", "finance", "travel"], 1, 2)} if _maybe(r, 0.2) else {})},
+                   **({"tags": _pick_some(r, ["errand", "urgent", "finance", "travel"], 1, 2)}
+                      if _maybe(r, 0.2) else {})},
     "create_contact":
         lambda r: {"full_name": r.choice(PEOPLE), **({"email": _email(r)} if _maybe(r, 0.6) else {}),
                    **({"phone": f"+{r.randint(1, 49)}{r.randint(10000000, 99999999)}"} if _maybe(r, 0.5) else {}),
                    **({"company": r.choice(["Acme", "Northwind", "Contoso"])} if _maybe(r, 0.3) else {})},
     "request_ride":
-        lambda r: {"pickup": f"{r.randint(1, 300)} {r.choice(STREETS)}", "dropoff": f"{r.choice(CITIES)} central station",
+        lambda r: {"pickup": f"{r.randint(1, 300)} {r.choice(STREETS)}",
+                   "dropoff": f"{r.choice(CITIES)} central station",
                    **({"ride_type": r.choice(["standard", "xl", "premium", "shared"])} if _maybe(r, 0.5) else {}),
                    **({"seats": r.randint(1, 4)} if _maybe(r, 0.3) else {})},
     "search_recipes":
-        lambda r: {"ingredients": _pick_some(r, ["chicken", "rice", "spinach", "chickpeas", "tofu", "tomatoes", "eggs"], 1, 3),
+        lambda r: {"ingredients": _pick_some(r, ["chicken", "rice", "spinach", "chickpeas", "tofu", "tomatoes",
+                                                 "eggs"], 1, 3),
                    **({"diet": r.choice(["vegetarian", "vegan", "gluten_free"])} if _maybe(r, 0.4) else {}),
                    **({"max_minutes": r.choice([15, 30, 45, 60])} if _maybe(r, 0.4) else {})},
     "buy_movie_tickets":
         lambda r: {"movie": r.choice(["Dune Part Three", "The Quiet Coast", "Red Orbit", "Paper Moon"]),
-                   "cinema": r.choice(["Odeon Central", "Cine Lux", "Rialto"]), "showtime": f"{_date(r)}T{_time(r)}:00Z",
+                   "cinema": r.choice(["Odeon Central", "Cine Lux",
+                                       "Rialto"]), "showtime": f"{_date(r)}T{_time(r)}:00Z",
                    "tickets": r.randint(1, 5), **({"seat_preference": r.choice(["front", "middle", "back", "aisle"])}
                                                   if _maybe(r, 0.3) else {})},
     "request_time_off":
@@ -266,29 +284,35 @@ SAMPLERS: dict[str, Sampler] = {
                    **({"estimated_value": float(r.choice([5000, 12000, 40000, 150000]))} if _maybe(r, 0.4) else {}),
                    **({"stage": r.choice(["new", "qualified", "proposal"])} if _maybe(r, 0.4) else {})},
     "create_support_ticket":
-        lambda r: {"customer_id": f"CUS-{r.randint(10000, 99999)}", "subject": r.choice(["Cannot log in", "Double charge",
-                                                                                        "App crashes on start", "Change plan"]),
+        lambda r: {"customer_id": f"CUS-{r.randint(10000, 99999)}",
+                   "subject": r.choice(["Cannot log in", "Double charge", "App crashes on start", "Change plan"]),
                    "severity": r.choice(["low", "medium", "high", "critical"]),
                    **({"category": r.choice(["billing", "technical", "account"])} if _maybe(r, 0.5) else {})},
     "check_inventory":
-        lambda r: {"sku": f"SKU-{r.randint(100000, 999999)}", **({"warehouse": r.choice(["WH-EAST", "WH-WEST", "WH-EU"])}
+        lambda r: {"sku": f"SKU-{r.randint(100000, 999999)}",
+                   **({"warehouse": r.choice(["WH-EAST", "WH-WEST", "WH-EU"])}
                                                                 if _maybe(r, 0.5) else {})},
     "create_shipment":
         lambda r: {"recipient": {"name": r.choice(PEOPLE), "street": f"{r.randint(1, 200)} {r.choice(STREETS)}",
                                  "city": r.choice(CITIES), "postal_code": str(r.randint(10000, 99999)),
                                  "country": r.choice(["PT", "US", "DE", "JP", "CA"])},
-                   "packages": [{"weight_kg": round(r.uniform(0.5, 20) * 2) / 2, **({"fragile": True} if _maybe(r, 0.2) else {})}
+                   "packages": [{"weight_kg": round(r.uniform(0.5, 20) * 2) / 2,
+                                 **({"fragile": True} if _maybe(r, 0.2) else {})}
                                 for _ in range(r.randint(1, 2))],
                    "service": r.choice(["ground", "express", "overnight"])},
     "create_invoice":
         lambda r: {"customer_email": _email(r),
-                   "line_items": [{"description": d, "quantity": r.randint(1, 10), "unit_price": float(r.choice([15, 40, 99, 250]))}
-                                  for d in r.sample(["consulting hours", "licence seat", "support plan", "setup fee"], r.randint(1, 2))],
-                   "currency": r.choice(["USD", "EUR", "GBP"]), **({"due_in_days": r.choice([14, 30, 60])} if _maybe(r, 0.5) else {})},
+                   "line_items": [{"description": d, "quantity": r.randint(1, 10),
+                                   "unit_price": float(r.choice([15, 40, 99, 250]))}
+                                  for d in r.sample(["consulting hours", "licence seat", "support plan", "setup fee"],
+                                                    r.randint(1, 2))],
+                   "currency": r.choice(["USD", "EUR", "GBP"]), **({"due_in_days": r.choice([14, 30, 60])}
+                                                                   if _maybe(r, 0.5) else {})},
     "submit_expense":
         lambda r: {"amount": _money(r, 5, 900), "currency": r.choice(CURRENCIES[:4]),
                    "category": r.choice(["travel", "meals", "lodging", "equipment"]), "date": _date(r),
-                   **({"description": r.choice(["client dinner", "taxi to airport", "monitor"])} if _maybe(r, 0.4) else {})},
+                   **({"description": r.choice(["client dinner", "taxi to airport", "monitor"])}
+                      if _maybe(r, 0.4) else {})},
     "post_social_update":
         lambda r: {"text": r.choice(["We're hiring!", "New release is out", "Thanks for 10k followers"]),
                    "platforms": _pick_some(r, ["mastodon", "bluesky", "linkedin"], 1, 2),
@@ -297,7 +321,8 @@ SAMPLERS: dict[str, Sampler] = {
         lambda r: (lambda d: {"metric": r.choice(["revenue", "signups", "active_users", "churn"]),
                               "date_range": {"start": d, "end": d[:8] + "28"},
                               **({"granularity": r.choice(["day", "week", "month"])} if _maybe(r, 0.5) else {}),
-                              **({"group_by": _pick_some(r, ["country", "plan", "channel"], 1, 2)} if _maybe(r, 0.3) else {})}
+                              **({"group_by": _pick_some(r, ["country", "plan", "channel"], 1, 2)}
+                                 if _maybe(r, 0.3) else {})}
                    )(_date(r)[:8] + "01"),
     "scale_deployment":
         lambda r: {"service": r.choice(SERVICES), "replicas": r.choice([0, 1, 2, 3, 5, 8, 12, 20]),
@@ -305,34 +330,44 @@ SAMPLERS: dict[str, Sampler] = {
     "create_dns_record":
         lambda r: (lambda t: {"zone": r.choice(DOMAINS), "type": t, "name": r.choice(["www", "api", "mail", "status"]),
                               "value": {"A": f"203.0.113.{r.randint(1, 254)}", "CNAME": "lb.example.net",
-                                        "TXT": "v=spf1 -all"}[t], **({"ttl": r.choice([300, 3600])} if _maybe(r, 0.4) else {})}
+                                        "TXT": "v=spf1 -all"}[t], **({"ttl": r.choice([300, 3600])}
+                                                                     if _maybe(r, 0.4) else {})}
                    )(r.choice(["A", "CNAME", "TXT"])),
     "create_user_account":
-        lambda r: {"username": f"{r.choice(FIRST)}_{r.randint(1, 99)}", "email": _email(r), "role": r.choice(["viewer", "editor", "admin"]),
-                   **({"department": r.choice(DEPTS)} if _maybe(r, 0.4) else {}), **({"send_invite": True} if _maybe(r, 0.3) else {})},
+        lambda r: {"username": f"{r.choice(FIRST)}_{r.randint(1, 99)}", "email": _email(r),
+                   "role": r.choice(["viewer", "editor", "admin"]),
+                   **({"department": r.choice(DEPTS)} if _maybe(r, 0.4) else {}), **({"send_invite": True}
+                                                                                     if _maybe(r, 0.3) else {})},
     "get_crypto_price":
-        lambda r: {"symbol": r.choice(["BTC", "ETH", "SOL", "ADA"]), **({"vs_currency": r.choice(["USD", "EUR"])} if _maybe(r, 0.5) else {})},
+        lambda r: {"symbol": r.choice(["BTC", "ETH", "SOL", "ADA"]),
+                   **({"vs_currency": r.choice(["USD", "EUR"])} if _maybe(r, 0.5) else {})},
     "get_sports_scores":
-        lambda r: {"team": r.choice(TEAMS), **({"league": r.choice(["NBA", "NFL", "MLB", "EPL"])} if _maybe(r, 0.4) else {}),
+        lambda r: {"team": r.choice(TEAMS),
+                   **({"league": r.choice(["NBA", "NFL", "MLB", "EPL"])} if _maybe(r, 0.4) else {}),
                    **({"last_n_games": r.choice([1, 3, 5])} if _maybe(r, 0.4) else {})},
     "track_package":
         lambda r: {"carrier": r.choice(["ups", "fedex", "dhl", "usps"]),
                    "tracking_number": "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789") for _ in range(12))},
     "search_library":
-        lambda r: {"query": r.choice(["Ursula Le Guin", "bird migration", "The Left Hand of Darkness", "sourdough baking"]),
+        lambda r: {"query": r.choice(["Ursula Le Guin", "bird migration", "The Left Hand of Darkness",
+                                      "sourdough baking"]),
                    **({"format": r.choice(["book", "ebook", "audiobook"])} if _maybe(r, 0.4) else {}),
                    **({"available_only": True} if _maybe(r, 0.3) else {}),
                    **({"published_after": r.choice([1990, 2010, 2020])} if _maybe(r, 0.2) else {})},
     "reserve_parking":
-        lambda r: {"garage_id": f"G{r.randint(100, 999)}", "start": f"{_date(r)}T{_time(r)}:00Z", "hours": r.randint(1, 16) / 2,
-                   **({"vehicle_plate": f"{r.choice(['AB', 'XY', 'KL'])}-{r.randint(100, 999)}"} if _maybe(r, 0.4) else {})},
+        lambda r: {"garage_id": f"G{r.randint(100, 999)}", "start": f"{_date(r)}T{_time(r)}:00Z",
+                   "hours": r.randint(1, 16) / 2,
+                   **({"vehicle_plate": f"{r.choice(['AB', 'XY', 'KL'])}-{r.randint(100, 999)}"}
+                      if _maybe(r, 0.4) else {})},
     "set_notification_preferences":
-        lambda r: {"channels": [{"kind": k, "enabled": r.choice([True, False])} for k in _pick_some(r, ["email", "sms", "push"], 1, 2)],
+        lambda r: {"channels": [{"kind": k, "enabled": r.choice([True, False])}
+                                for k in _pick_some(r, ["email", "sms", "push"], 1, 2)],
                    **({"quiet_hours": r.choice(["22:00-07:00", "23:30-06:30", None])} if _maybe(r, 0.5) else {})},
     "schedule_backup":
         lambda r: {"target": r.choice(["database", "files", "mailbox"]),
                    "schedule": r.choice([{"frequency": "daily", "time": _time(r)},
-                                         {"frequency": "weekly", "weekday": r.choice(["mon", "wed", "fri", "sun"]), "time": _time(r)}]),
+                                         {"frequency": "weekly", "weekday": r.choice(["mon", "wed", "fri", "sun"]),
+                                          "time": _time(r)}]),
                    **({"retention_days": r.choice([7, 30, 90])} if _maybe(r, 0.5) else {})},
     "rate_item":
         lambda r: {"item_id": f"ITM{r.randint(10000, 99999)}", "stars": r.randint(1, 5),
@@ -341,16 +376,20 @@ SAMPLERS: dict[str, Sampler] = {
     "set_geofence":
         lambda r: {"name": r.choice(["home", "office", "school", "gym"]),
                    "center": [round(r.uniform(-60, 60), 3), round(r.uniform(-150, 150), 3)],
-                   "radius_m": float(r.choice([100, 250, 500, 1000])), "notify_on": _pick_some(r, ["enter", "exit"], 1, 2)},
+                   "radius_m": float(r.choice([100, 250, 500, 1000])), "notify_on": _pick_some(r, ["enter", "exit"], 1,
+                                                                                               2)},
     "configure_alert":
         lambda r: (lambda m: {"service": r.choice(SERVICES), "metric": m,
-                              "threshold": (float(r.choice([200, 500, 1000])) if m == "latency_ms" else f"{r.choice([1, 5, 80, 90])}%"),
-                              **({"labels": {"team": r.choice(["payments", "search", "platform"])}} if _maybe(r, 0.4) else {}),
+                              "threshold": (float(r.choice([200, 500, 1000]))
+                                            if m == "latency_ms" else f"{r.choice([1, 5, 80, 90])}%"),
+                              **({"labels": {"team": r.choice(["payments", "search", "platform"])}}
+                                 if _maybe(r, 0.4) else {}),
                               **({"severity": r.randint(1, 3)} if _maybe(r, 0.4) else {})}
                    )(r.choice(["latency_ms", "error_rate", "cpu", "memory"])),
     "update_profile":
         lambda r: {"api_version": "v2", **({"display_name": r.choice(PEOPLE + [None])} if _maybe(r, 0.7) else {}),
-                   **({"timezone": r.choice(["Europe/Lisbon", "Asia/Tokyo", "America/Denver", "Africa/Nairobi"])} if _maybe(r, 0.5) else {}),
+                   **({"timezone": r.choice(["Europe/Lisbon", "Asia/Tokyo", "America/Denver", "Africa/Nairobi"])}
+                      if _maybe(r, 0.5) else {}),
                    **({"birthday": r.choice([_date(r, 1990), None])} if _maybe(r, 0.3) else {})},
 }
 
@@ -413,7 +452,8 @@ RENDERERS: dict[str, dict[str, Renderer]] = {
         "recipient":
             lambda v: f"{v['name']}, {v['street']}, {v['city']} {v['postal_code']}, {v['country']}",
         "packages":
-            lambda v: join_words([f"a {p['weight_kg']:g} kg{' fragile' if p.get('fragile') else ''} parcel" for p in v]),
+            lambda v: join_words([f"a {p['weight_kg']:g} kg{' fragile' if p.get('fragile') else ''} parcel"
+                                  for p in v]),
     },
     "create_invoice": {
         "line_items":
@@ -437,7 +477,8 @@ RENDERERS: dict[str, dict[str, Renderer]] = {
     },
     "schedule_backup": {
         "schedule":
-            lambda v: f"daily at {v['time']}" if v["frequency"] == "daily" else f"weekly on {v['weekday']} at {v['time']}",
+            lambda v: (f"daily at {v['time']}" if v["frequency"] == "daily"
+                       else f"weekly on {v['weekday']} at {v['time']}"),
     },
     "rate_item": {
         "recommend":

@@ -65,3 +65,15 @@ class Collector:
 
 def greedy(max_tokens: int, **kw) -> SamplingParams:
     return SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, **kw)
+
+
+def solo_tokens(path, prompts: list[list[int]], max_tokens: int, **engine_kw) -> list[list[int]]:
+    """Each prompt greedily on a fresh engine of its own: what a shared batch must reproduce token for token."""
+    out = []
+    for p in prompts:
+        eng = make_engine(path, **engine_kw)
+        c = Collector()
+        eng.submit("r", p, greedy(max_tokens), c)
+        eng.run_until_idle()
+        out.append(c.tokens)
+    return out

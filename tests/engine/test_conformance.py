@@ -83,7 +83,8 @@ def test_unknown_or_unimplemented_parameters_are_refused_not_ignored(srv):
     assert err["param"] == "top_k"
 
 
-# ---- penalties ---------------------------------------------------------------------------------------------------------
+# ---- penalties
+# ---------------------------------------------------------------------------------------------------------
 def _seq(output: list[int], **kw) -> Sequence:
     seq = Sequence([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=10, **kw))
     seq.output_ids = list(output)
@@ -124,7 +125,8 @@ def test_penalties_change_a_greedy_completion(srv):
     assert err["param"] == "presence_penalty"
 
 
-# ---- role function -------------------------------------------------------------------------------------------------------
+# ---- role function
+# -------------------------------------------------------------------------------------------------------
 FN_HISTORY = [{"role": "user", "content": "weather?"},
               {"role": "assistant", "content": None,
                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}]
@@ -140,7 +142,8 @@ def test_role_function_is_a_tool_result_with_its_name(srv):
     assert err["param"] == "messages.2.name"
 
 
-# ---- bad input ---------------------------------------------------------------------------------------------------------
+# ---- bad input
+# ---------------------------------------------------------------------------------------------------------
 def test_request_bodies_have_a_size_cap(srv):
     big = {"model": srv.model, "messages": [{"role": "user", "content": "x" * (CAP + 10)}]}
     err = _error(httpx.post(srv.base_url + "/chat/completions", json=big), 413)

@@ -50,8 +50,10 @@ def _stream_message(srv, **kw):
     return state.current_completion_snapshot.choices[0]
 
 
-# ---- the automaton ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text", ['{}', '{"a": 1}', '{ "a" :\n 1 }', '{"a": [1, -2.5e+3, 0, true, false, null, "x\\u00e9\\n"],'
+# ---- the automaton
+# ----------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text",
+                         ['{}', '{"a": 1}', '{ "a" :\n 1 }', '{"a": [1, -2.5e+3, 0, true, false, null, "x\\u00e9\\n"],'
                                   ' "b": {"c": []}, "d": "caf\u00e9"}'])
 def test_automaton_accepts_json_objects(text):
     state = feed(ROOT_OBJECT, text.encode())
@@ -88,7 +90,8 @@ def test_arguments_must_be_an_object_then_the_call_closes():
     assert feed(state, b' {"city": "Paris"}') is not None and feed(state, b' {"city": "Paris"}}}') is None
 
 
-# ---- token healing ----------------------------------------------------------------------------------------------------
+# ---- token healing
+# ----------------------------------------------------------------------------------------------------
 def test_forced_header_ends_on_a_token_boundary_of_the_training_text():
     """The named call's header is forced in the prompt. It must end where the training text has a token boundary,
     so the model's next token is the one it learnt (`` {"`` merges the space with the brace): the header stops
@@ -104,7 +107,8 @@ def test_forced_header_ends_on_a_token_boundary_of_the_training_text():
         assert full[:len(spaced)] != spaced, name          # what a header ending in a space would do
 
 
-# ---- forced calls with the shipped model ------------------------------------------------------------------------------
+# ---- forced calls with the shipped model
+# ------------------------------------------------------------------------------
 def _check_call(msg, finish: str, tools: list[dict], name: str | None) -> None:
     assert finish == "tool_calls", (finish, msg.content)
     assert not msg.content and len(msg.tool_calls) == 1
@@ -166,7 +170,8 @@ def test_tool_choice_none_never_calls(shipped):
             for stream in (False, True):
                 kw = dict(model=shipped.model, messages=body["messages"], tools=body["tools"], tool_choice="none",
                           temperature=temperature, seed=seed, max_tokens=96)
-                ch = _stream_message(shipped, **kw) if stream else _client(shipped).chat.completions.create(**kw).choices[0]
+                ch = _stream_message(shipped,
+                                     **kw) if stream else _client(shipped).chat.completions.create(**kw).choices[0]
                 assert not ch.message.tool_calls and "<tool_call>" not in (ch.message.content or "")
                 assert ch.finish_reason in ("stop", "length")
     assert auto_calls >= 4                                  # these are cases the model does answer with a call

@@ -8,7 +8,7 @@ from reference_engine.config import ModelConfig
 from reference_engine.kernels import torch_ops
 from reference_engine.kv_cache import KVPool
 
-from .conftest import Collector, greedy, make_engine
+from .conftest import Collector, greedy, make_engine, solo_tokens
 
 
 def _cfg(path) -> ModelConfig:
@@ -104,13 +104,7 @@ def test_prefix_cache_never_serves_the_last_token_and_survives_eviction(llama_ck
 
 def test_tag_check_catches_every_injected_fault_and_spares_the_others(llama_ckpt):
     prompts = [list(range(3 + i, 40 + 3 * i)) for i in range(6)]
-    ref = []
-    for p in prompts:
-        eng = make_engine(llama_ckpt, page_size=8)
-        c = Collector()
-        eng.submit("r", p, greedy(12), c)
-        eng.run_until_idle()
-        ref.append(c.tokens)
+    ref = solo_tokens(llama_ckpt, prompts, 12, page_size=8)
     eng = make_engine(llama_ckpt, page_size=8, allow_fault_injection=True)
     cols = [Collector() for _ in prompts]
     for i, (p, c) in enumerate(zip(prompts, cols)):

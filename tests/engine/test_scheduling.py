@@ -9,19 +9,13 @@ import pytest
 from reference_engine.config import ModelConfig
 from reference_engine.kv_cache import bytes_per_page
 
-from .conftest import Collector, greedy, make_engine
+from .conftest import Collector, greedy, make_engine, solo_tokens
 
 
 def test_preemption_under_a_full_pool_keeps_results_exact(llama_ckpt):
     cfg = ModelConfig.from_file(llama_ckpt / "config.json")
     prompts = [list(range(7 + i, 27 + i)) for i in range(4)]      # 20 tokens each
-    ref = []
-    for p in prompts:
-        eng = make_engine(llama_ckpt, page_size=8)
-        c = Collector()
-        eng.submit("r", p, greedy(30), c)
-        eng.run_until_idle()
-        ref.append(c.tokens)
+    ref = solo_tokens(llama_ckpt, prompts, 30, page_size=8)
     # 14 pages of 8 = 112 tokens for 4 requests that grow to 50 tokens each (7 pages): someone must be preempted
     eng = make_engine(llama_ckpt, page_size=8, kv_budget_bytes=14 * bytes_per_page(cfg, "fp32", 8), prefix_cache=False)
     cols = [Collector() for _ in prompts]
@@ -35,11 +29,11 @@ def test_preemption_under_a_full_pool_keeps_results_exact(llama_ckpt):
 
 
 def test_eos_and_stop_token_ids_end_generation(ckpt_factory):
-    from reference_engine.sequence import SamplingParams
-    from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
-
     import tempfile
     from pathlib import Path
+
+    from reference_engine.sequence import SamplingParams
+    from reference_engine.tiny_checkpoint import ASSISTANT_START, build_scripted_checkpoint
 
     path = build_scripted_checkpoint(Path(tempfile.mkdtemp()), [[ASSISTANT_START, "one", "two", "three"]])
     eng = make_engine(path)
@@ -64,7 +58,8 @@ def test_chat_template_renders_like_transformers(llama_ckpt):
     hf = transformers.PreTrainedTokenizerFast(tokenizer_file=str(llama_ckpt / "tokenizer.json"))
     tok = Tokenizer(llama_ckpt)
     tools = [{"type": "function", "function": {"name": "f", "description": "é ünïcode",
-                                               "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}]
+                                               "parameters": {"type": "object",
+                                                              "properties": {"a": {"type": "integer"}}}}}]
     msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]},

@@ -134,7 +134,8 @@ def test_chat_stream_with_named_tool_choice_equals_non_stream(scripted):
     assert len(calls) > 1 and calls[0].function.name == "get_weather"
     (call,) = reassembled(chunks).choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Rome"}
-    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["tool_calls"]
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices
+            and ch.choices[0].finish_reason] == ["tool_calls"]
 
 
 def test_stop_string_and_prefix_cache_usage(scripted):
@@ -316,7 +317,10 @@ def test_admission_control_429_and_503(ckpt_factory):
             url = srv.base_url + "/completions"
             with httpx.Client(timeout=60) as h:
                 results: dict = {}
-                a = threading.Thread(target=lambda: results.update(a=h.post(url, json=long_a)))
+                def send(key: str, body: dict, h=h, url=url, results=results) -> None:
+                    results[key] = h.post(url, json=body)
+
+                a = threading.Thread(target=send, args=("a", long_a))
                 a.start()
                 deadline = time.monotonic() + 20
                 while not running(srv.engine) and time.monotonic() < deadline:
@@ -325,7 +329,7 @@ def test_admission_control_429_and_503(ckpt_factory):
                     r = h.post(url, json=needs_5)
                     assert r.status_code == 503 and r.json()["error"]["type"] == "server_overloaded", r.text
                 else:
-                    b = threading.Thread(target=lambda: results.update(b=h.post(url, json=needs_5)))
+                    b = threading.Thread(target=send, args=("b", needs_5))
                     b.start()
                     while not srv.engine.scheduler.waiting and time.monotonic() < deadline:
                         time.sleep(0.002)

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from verifier.drift import DriftSettings, adjust_pvalues, detect_drift_points, series_test
 from verifier.history import MetricPoint
-from verifier.stats import wilson
+from verifier.history.drift import DriftSettings, detect_drift_points, series_test
+from verifier.stats.intervals import wilson
+from verifier.stats.multiple import adjust_pvalues
 
 ALPHA = 0.05
 N_CASES = 200

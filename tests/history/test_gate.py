@@ -10,9 +10,18 @@ import typer
 from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary, write_run
-from verifier.cli_history import gate
-from verifier.gate import DEFAULT_POLICY, PolicyError, Threshold, evaluate, judge, load_policy, parse_policy, to_markdown
+from verifier.cli.history import gate
 from verifier.history import index_summary
+from verifier.history.gate import (
+    DEFAULT_POLICY,
+    PolicyError,
+    Threshold,
+    evaluate,
+    judge,
+    load_policy,
+    parse_policy,
+    to_markdown,
+)
 from verifier.records import Interval
 
 REPO = Path(__file__).resolve().parents[2]

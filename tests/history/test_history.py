@@ -11,9 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary, write_run
-from verifier.cli_history import history_app
-from verifier.drift import DriftSettings, detect_drift
+from verifier.cli.history import history_app
 from verifier.history import HistoryError, default_db_path, index_run, index_summary, load_frame
+from verifier.history.drift import DriftSettings, detect_drift
 
 
 def _nights(db: Path, count: int, schema_p: dict[str, float] | None = None) -> None:

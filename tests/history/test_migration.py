@@ -12,8 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from tests.report.fixtures import make_summary
-from verifier.cli_history import history_app
-from verifier.drift import DriftSettings, detect_drift
+from verifier.cli.history import history_app
 from verifier.history import (
     SCHEMA_VERSION,
     HistoryError,
@@ -25,6 +24,7 @@ from verifier.history import (
     redact_db_text,
     resolve_db,
 )
+from verifier.history.drift import DriftSettings, detect_drift
 
 V1_DUMP = Path(__file__).parent / "data" / "history-v1.sql"
 _V1_QUERY = "SELECT * FROM metrics ORDER BY run_id, endpoint, suite, basis, metric"
@@ -105,7 +105,8 @@ def test_locations_resolve_and_print_without_credentials(tmp_path: Path, monkeyp
     assert resolve_db("postgres://u@h/d").url.drivername == "postgresql+psycopg"
     assert resolve_db(tmp_path / "h.sqlite").path == tmp_path / "h.sqlite"
     assert resolve_db(f"sqlite:///{tmp_path}/x.sqlite").path == tmp_path / "x.sqlite"
-    for bad, why in (("mysql://u:pw@h/d", "unsupported database URL"), ("postgresql://u:pw@h:5432", "names no database")):
+    for bad, why in (("mysql://u:pw@h/d", "unsupported database URL"),
+                     ("postgresql://u:pw@h:5432", "names no database")):
         with pytest.raises(HistoryError, match=why) as exc:
             resolve_db(bad)
         assert "pw" not in str(exc.value)

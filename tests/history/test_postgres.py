@@ -25,8 +25,7 @@ from typer.testing import CliRunner
 
 from tests.history.conftest import PG_PASSWORD
 from tests.report.fixtures import make_summary, write_run
-from verifier.cli_history import gate, history_app
-from verifier.drift import DriftSettings, detect_drift
+from verifier.cli.history import gate, history_app
 from verifier.history import (
     SCHEMA_VERSION,
     HistoryError,
@@ -36,7 +35,8 @@ from verifier.history import (
     load_points,
     resolve_db,
 )
-from verifier.summary_model import RunSummary
+from verifier.history.drift import DriftSettings, detect_drift
+from verifier.run.summary import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -225,7 +225,7 @@ def test_drift_gate_and_report_through_a_postgres_url(pg_url: str, tmp_path: Pat
 def test_verifier_run_indexes_into_postgres_and_keeps_the_password_out(pg_url: str, tmp_path: Path,
                                                                       scripted_server) -> None:
     from verifier.cli import app
-    from verifier.testing.scripted_server import schema_responder
+    from verifier.testing import schema_responder
 
     srv = scripted_server(schema_responder)
     suite = REPO / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"

@@ -23,7 +23,7 @@ def _cli() -> tuple[typer.Typer, bool]:
 
         return app, True
     except ImportError:
-        from verifier.cli_history import gate, history_app
+        from verifier.cli.history import gate, history_app
 
         app = typer.Typer()
         app.add_typer(history_app, name="history")

@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-
 from kernel_ref import FP8_MAX
 
 

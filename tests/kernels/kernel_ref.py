@@ -5,8 +5,6 @@ They favour obviousness over speed: Python loops over sequences, pages and token
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 FP8_MAX = 448.0
@@ -24,7 +22,8 @@ def attention(q, k_pages, v_pages, k_scales, v_scales, block_tables, seq_lens, p
         npages = -(-n // S)
         pages = block_tables[b, :npages].long().cpu()
         valid = (pages >= 0) & (pages < k_pages.shape[0])
-        tags_ok = bool(valid.all()) and bool((page_tags.cpu()[pages.clamp(min=0)] == expected_tags[b, :npages].cpu()).all())
+        tags = page_tags.cpu()[pages.clamp(min=0)]
+        tags_ok = bool(valid.all()) and bool((tags == expected_tags[b, :npages].cpu()).all())
         bad[b] = not tags_ok
         if not bool(valid.all()):
             continue
@@ -75,37 +74,6 @@ def write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping):
                     pages[page, o, h] = (x[j, h] / safe).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
                 scales[page, h] = new
         t += len(run)
-
-
-@dataclass
-class PackedInt4:
-    """Same fields as ``reference_engine.quant.Int4Weight`` (used when the engine's quantiser is not importable)."""
-
-    qweight: torch.Tensor
-    scales: torch.Tensor
-    zeros: torch.Tensor | None
-    group_size: int
-    in_features: int
-    out_features: int
-
-
-def pack_int4(w: torch.Tensor, group_size: int, asymmetric: bool = False) -> PackedInt4:
-    """Quantise ``w [N, K]`` group-wise to the contract's packed layout (low nibble = even column)."""
-    N, K = w.shape
-    wg = w.float().reshape(N, K // group_size, group_size)
-    if asymmetric:
-        lo, hi = wg.amin(-1), wg.amax(-1)
-        s = ((hi - lo) / 15).clamp(min=1e-8)
-        z = torch.round(-lo / s).clamp(0, 15)
-        q = torch.round(wg / s[..., None] + z[..., None]).clamp(0, 15)
-        nib, zeros = q, z
-    else:
-        s = (wg.abs().amax(-1) / 7).clamp(min=1e-8)
-        q = torch.round(wg / s[..., None]).clamp(-8, 7)
-        nib, zeros = q + 8, None
-    nib = nib.reshape(N, K).to(torch.uint8)
-    packed = nib[:, 0::2] | (nib[:, 1::2] << 4)
-    return PackedInt4(packed.contiguous(), s.contiguous(), zeros, group_size, K, N)
 
 
 def dequant_int4(p) -> torch.Tensor:

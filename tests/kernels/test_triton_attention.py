@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
+import kernel_ref as ref
 import pytest
 import torch
-
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
-import kernel_ref as ref
 from kernel_pools import make_pool
 
 from reference_engine.kernels import triton_ops

@@ -4,7 +4,6 @@ reassignment caught by the fused tag check for exactly the victim request."""
 from __future__ import annotations
 
 import pytest
-
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
 
 from reference_engine import kernels

@@ -3,30 +3,24 @@ split-K on and off, symmetric and asymmetric groups, group-size edges (group = 3
 than the K block), odd N and K not a power of two."""
 from __future__ import annotations
 
+import kernel_ref as ref
 import pytest
 import torch
-
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
-import kernel_ref as ref
 
 from reference_engine.kernels import triton_ops
 from reference_engine.kernels.triton_int4 import int4_linear_impl
-
-try:  # the engine's quantiser when present (the format under test), else the test's own packer of the same layout
-    from reference_engine.quant import quantize_int4 as _engine_quantize
-except ImportError:  # pragma: no cover - only before the engine lands
-    _engine_quantize = None
+from reference_engine.quant import Int4Weight, quantize_int4
 
 
-def _pack(w: torch.Tensor, group: int, asym: bool):
-    if _engine_quantize is not None:
-        return _engine_quantize(w, group, asymmetric=asym)
-    return ref.pack_int4(w, group, asym)
+def _pack(w: torch.Tensor, group: int, asym: bool) -> Int4Weight:
+    """The engine's quantiser: the format under test."""
+    return quantize_int4(w, group, asymmetric=asym)
 
 
-def _to(p, device):
-    return ref.PackedInt4(p.qweight.to(device), p.scales.to(device), None if p.zeros is None else p.zeros.to(device),
-                          p.group_size, p.in_features, p.out_features)
+def _to(p: Int4Weight, device: str) -> Int4Weight:
+    return Int4Weight(p.qweight.to(device), p.scales.to(device), None if p.zeros is None else p.zeros.to(device),
+                      p.group_size, p.in_features, p.out_features)
 
 
 def _want(x: torch.Tensor, p) -> torch.Tensor:

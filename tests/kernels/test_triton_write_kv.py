@@ -2,11 +2,10 @@
 do and do not grow a partially filled page-head's scale (requantising its old entries), padding slots skipped."""
 from __future__ import annotations
 
+import kernel_ref as ref
 import pytest
 import torch
-
 from kernel_env import DEVICE  # sets TRITON_INTERPRET on CPU before the kernels are imported
-import kernel_ref as ref
 
 from reference_engine.kernels import triton_ops
 
@@ -100,7 +99,8 @@ def test_fp8_prefill_then_decode_growth(page_size):
 
 
 def test_fp8_matches_engine_torch_ops():
-    """Same bytes and scales as the engine's PyTorch op, given its block manager's discipline (fresh pages have scale 0)."""
+    """Same bytes and scales as the engine's PyTorch op, given its block manager's discipline (fresh pages have
+    scale 0)."""
     torch_ops = pytest.importorskip("reference_engine.kernels.torch_ops", reason="engine torch_ops not present yet")
     hkv, d, S = 2, 32, 8
     g = torch.Generator().manual_seed(9)

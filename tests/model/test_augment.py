@@ -8,9 +8,9 @@ import random
 import pytest
 
 from suites.toolcall.catalog import EVAL_PHRASINGS, generate_cases
-from training.phrasings import TRAIN_PHRASINGS
 from training.augment import perturb_request, small_talk
 from training.corpus import toolcall_conversations
+from training.phrasings import TRAIN_PHRASINGS
 
 
 def test_generated_small_talk_is_varied_and_never_an_evaluation_request() -> None:
@@ -84,7 +84,7 @@ def _strings(v):
 
 def test_scrambled_values_are_fresh_consistent_and_schema_valid() -> None:
     from training.augment import scramble_values
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.checks import check_call
 
     rng = random.Random(4)
     done = 0

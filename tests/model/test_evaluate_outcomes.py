@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from training.evaluate import CaseResult, failure_breakdown
-from verifier.suite_format import ExpectedCall, ToolcallCase
+from verifier.kinds.toolcall.suite_format import ExpectedCall, ToolcallCase
 
 
 def _case(case_id: str, tags: list[str], tool: str | None) -> ToolcallCase:
@@ -55,8 +55,8 @@ def test_two_evaluations_compare_pair_by_pair() -> None:
 
 def test_training_like_cases_are_worded_from_the_training_templates() -> None:
     from suites.toolcall.catalog import generate_cases
-    from training.phrasings import TRAIN_PHRASINGS
     from training.evaluate import training_like_cases
+    from training.phrasings import TRAIN_PHRASINGS
 
     cases = training_like_cases(40)
     train = [b["messages"][-1]["content"] for b, _ in generate_cases(4242, 40, TRAIN_PHRASINGS, no_tool_share=0.3)]

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import httpx
-import jsonschema
 import pytest
 import torch
 from tokenizers import Tokenizer
@@ -91,7 +90,8 @@ def test_engine_logits_match_transformers(fp32_server):
     import numpy as np
 
     body = r.json()
-    engine = torch.from_numpy(np.frombuffer(base64.b64decode(body["logprobs_b64"]), dtype="<f4").reshape(body["shape"]).copy())
+    engine = torch.from_numpy(np.frombuffer(base64.b64decode(body["logprobs_b64"]),
+                                            dtype="<f4").reshape(body["shape"]).copy())
     hf = AutoModelForCausalLM.from_pretrained(str(MODEL_DIR), torch_dtype=torch.float32)
     with torch.no_grad():
         ref = torch.log_softmax(hf(torch.tensor([ids])).logits[0].float(), -1)[:-1]
@@ -102,7 +102,7 @@ def test_engine_logits_match_transformers(fp32_server):
 
 def _held_out_single_tool_answers(n: int) -> list[tuple[object, dict]]:
     """Greedy replies to the first ``n`` held-out toolcall-core cases that offer one tool and expect a call."""
-    from verifier.suite_format import load_jsonl
+    from verifier.kinds.toolcall.suite_format import load_jsonl
 
     cases = [c for c in load_jsonl(CORE_SUITE).cases
              if c.expected is not None and len(c.body.get("tools") or []) == 1 and len(c.body["messages"]) == 2][:n]
@@ -162,7 +162,7 @@ N_QUALITY_BAR = 300
 def first_core_answers() -> list[tuple[object, dict]]:
     """Greedy replies to the first N_QUALITY_BAR toolcall-core cases as the suite has them (any number of offered
     tools, 30 % with no fitting tool): the mix the issue's quality bar is stated on."""
-    from verifier.suite_format import load_jsonl
+    from verifier.kinds.toolcall.suite_format import load_jsonl
 
     return _replay(load_jsonl(CORE_SUITE).cases[:N_QUALITY_BAR])
 
@@ -170,7 +170,7 @@ def first_core_answers() -> list[tuple[object, dict]]:
 def test_held_out_cases_meet_the_quality_bar(first_core_answers):
     """Issue #5's bar on the first N_QUALITY_BAR cases: trigger F1 >= 0.95, schema accuracy >= 0.97 (the shipped
     checkpoint since the eleventh session: 0.993 and 0.986 on the first 300)."""
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.checks import check_call
 
     tp = fp = fn = calls = valid = 0
     for c, msg in first_core_answers:
@@ -192,8 +192,8 @@ def test_forced_calls_of_the_shipped_model_parse_and_validate():
     arguments. The header must end where the model's own tokenisation would (before the space that BPE merges
     with the opening brace); a header ending in a lone space token left this model writing unparseable
     arguments, and only 11 of 192 toolcall-schemas cases came back as calls (MODEL_CARD.md)."""
-    from verifier.suite_format import load_jsonl
-    from verifier.toolcall_scoring import check_call
+    from verifier.kinds.toolcall.checks import check_call
+    from verifier.kinds.toolcall.suite_format import load_jsonl
 
     suite = CORE_SUITE.with_name("toolcall-schemas.jsonl")
     answers = _replay(load_jsonl(suite).cases[:24])

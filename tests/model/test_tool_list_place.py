@@ -10,8 +10,7 @@ import pytest
 from safetensors import safe_open
 
 from reference_engine.chat_template import render_chat
-from training.chat_format import (CHAT_TEMPLATE, FIRST_USER_CHAT_TEMPLATE, TOOL_LIST_PLACES, chat_template,
-                                  render)
+from training.chat_format import CHAT_TEMPLATE, FIRST_USER_CHAT_TEMPLATE, TOOL_LIST_PLACES, chat_template, render
 from training.corpus import agent_conversations, toolcall_conversations
 from training.train import main as train_main
 

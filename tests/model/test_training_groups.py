@@ -9,12 +9,20 @@ import pytest
 import torch
 
 from suites.toolcall.catalog import TOOLS_BY_NAME, _group, generate_case_groups
-from training.phrasings import TRAIN_PHRASINGS
 from training.corpus import ConversationGroup, agent_conversations, toolcall_groups
 from training.model import TinyConfig, TinyLlama
+from training.phrasings import TRAIN_PHRASINGS
 from training.tokenizer_train import train_tokenizer
-from training.train import (Batch, bucket_batches, document_texts, encode, encode_all, masked_loss, tree_mask,
-                            tree_positions)
+from training.train import (
+    Batch,
+    bucket_batches,
+    document_texts,
+    encode,
+    encode_all,
+    masked_loss,
+    tree_mask,
+    tree_positions,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +66,8 @@ def test_catalogue_groups_share_everything_but_the_final_request() -> None:
                 kinds["no_tool:chat"] += 1
     share = (kinds["no_tool:chat"] + kinds["no_tool:unavailable"]) / 800
     assert 0.30 < share < 0.40 and kinds["no_tool:unavailable"] > 80 and kinds["no_tool:chat"] > 80
-    assert generate_case_groups(3, 5, 4, TRAIN_PHRASINGS) == generate_case_groups(3, 5, 4, TRAIN_PHRASINGS)  # reproducible from the seed
+    # reproducible from the seed
+    assert generate_case_groups(3, 5, 4, TRAIN_PHRASINGS) == generate_case_groups(3, 5, 4, TRAIN_PHRASINGS)
 
 
 def test_a_renamed_group_renames_its_tools_alike_in_every_member(groups) -> None:

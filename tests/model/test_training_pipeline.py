@@ -44,7 +44,8 @@ def test_training_render_matches_engine_render(convs):
 def test_assistant_spans_cover_tool_call_and_end_of_turn():
     msgs = [{"role": "user", "content": "weather in Oslo"},
             {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": json.dumps({"city": "Oslo"})}}]}]
+                {"id": "c1", "type": "function",
+                 "function": {"name": "w", "arguments": json.dumps({"city": "Oslo"})}}]}]
     text = render(msgs, [{"type": "function", "function": {"name": "w", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
     (a, b), = assistant_spans(text)
@@ -174,8 +175,8 @@ def test_call_name_and_key_spans_are_the_name_and_every_argument_key_only():
 
 
 def test_schema_mask_marks_supervised_name_and_key_tokens(convs, tok):
-    """``Doc.schema`` is the targets inside ``call_name_and_key_spans``: names and keys of the answer's call, never the prompt's
-    tool list (which holds the same words) and never argument values."""
+    """``Doc.schema`` is the targets inside ``call_name_and_key_spans``: names and keys of the answer's call, never
+    the prompt's tool list (which holds the same words) and never argument values."""
     for conv in convs[:20]:
         text = conv.text()
         doc = encode_all(tok, [text])[0]

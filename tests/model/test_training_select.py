@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from training.select import (ValidationScore, check_unique_names, main, parse_candidate, parse_range, same_weights_notes,
-                              weights_digest)
+from training.select import (
+    ValidationScore,
+    check_unique_names,
+    main,
+    parse_candidate,
+    parse_range,
+    same_weights_notes,
+    weights_digest,
+)
 
 
 def _score(name: str, f1: float, schema: float, agent: float, case: float, digest: str = "") -> ValidationScore:
@@ -67,7 +74,8 @@ def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
     assert only["weights_sha256"] == weights_digest(None) and len(only["weights_sha256"]) == 64
 
 
-def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_earlier_scores_join_the_ranking_only_if_measured_alike(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     earlier = _write_earlier(tmp_path / "earlier.json",
                              [_score("weak", 0.90, 0.90, 0.80, 0.60), _score("strong", 0.96, 0.97, 0.90, 0.50)])
     out = tmp_path / "ranked.json"

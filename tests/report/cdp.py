@@ -64,7 +64,8 @@ class Browser:
         port = int(port_file.read_text().split()[0])
         pages = []
         while not pages:
-            pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json() if t["type"] == "page"]
+            pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=10).json()
+                     if t["type"] == "page"]
             if time.monotonic() > deadline:
                 self.close()
                 raise RuntimeError("no page target in chromium")
@@ -130,7 +131,7 @@ class Browser:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,6 +1,6 @@
 """A realistic run folder for report/gate tests, built from simulated per-case outcomes.
 
-Every figure is computed by ``verifier.stats`` from simulated case-level outcomes (seeded), so intervals and
+Every figure is computed by ``verifier.stats.intervals`` from simulated case-level outcomes (seeded), so intervals and
 n are consistent with each other as in a real run. Used where a real ``verifier run`` would cover only some
 suite kinds; the browser test prefers a real run against the scripted server (see test_browser.py).
 """
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from verifier import stats
 from verifier.records import ExchangeRecord, Interval, SuiteManifest
-from verifier.summary_model import (
+from verifier.run.summary import (
     Comparison,
     Disagreement,
     EndpointInfo,
@@ -23,6 +22,7 @@ from verifier.summary_model import (
     RunSummary,
     Series,
 )
+from verifier.stats import intervals as stats
 
 HOSTILE_REPLY = '<script>window.__pwned = 1; document.title = "pwned"</script><img src=x onerror="window.__pwned=2">'
 HOSTILE_REQUEST = '{"messages": [{"role": "user", "content": "</pre><script>window.__pwned=3</script>"}]}'
@@ -73,7 +73,8 @@ def make_summary(
         metrics = {
             "trigger_precision": prec,
             "trigger_recall": rec,
-            "trigger_f1": Interval(value=f1, low=max(0.0, f1 - 0.06), high=min(1.0, f1 + 0.05), n=n, method="bootstrap"),
+            "trigger_f1": Interval(value=f1, low=max(0.0, f1 - 0.06), high=min(1.0, f1 + 0.05), n=n,
+                                   method="bootstrap"),
             "schema_accuracy": _rate(schema),
             "latency_p50_s": Interval(value=pct["p50"], n=n, method="percentile"),
             "latency_p95_s": Interval(value=pct["p95"], n=n, method="percentile"),
@@ -94,7 +95,8 @@ def make_summary(
                                            metrics=metrics, comparisons=comps, disagreements=dis,
                                            counts={"cases": n, "retries": int(rng.integers(0, 4))}))
         for i in range(n):
-            records.append(ExchangeRecord(kind="toolcall", suite="toolcall-core", case_id=f"tc-{i:04d}", endpoint=e.name,
+            records.append(ExchangeRecord(kind="toolcall", suite="toolcall-core", case_id=f"tc-{i:04d}",
+                                          endpoint=e.name,
                                           request_hash=f"{i:08x}", status=200, latency_s=float(lat[i])))
         # agent: survival and validity by step
         succ = rng.random(36) < (0.7 if is_ref else 0.55)
@@ -103,7 +105,8 @@ def make_summary(
         valid = [stats.wilson(int(k), 60) for k in rng.binomial(60, 0.97 if is_ref else 0.93, size=len(steps))]
         results.append(EndpointSuiteResult(
             endpoint=e.name, suite="agent-files", kind="agent", is_reference=is_ref,
-            metrics={"task_success": _rate(succ), "pass^1": _rate(succ), "pass^3": stats.wilson(int(succ[:12].sum() // 2), 12),
+            metrics={"task_success": _rate(succ), "pass^1": _rate(succ),
+                     "pass^3": stats.wilson(int(succ[:12].sum() // 2), 12),
                      "step_validity": stats.wilson(int(sum(v.value * 60 for v in valid)), 60 * len(steps))},
             series=[
                 Series(name="survival_first_invalid_step", x=list(steps), y=list(surv), low=list(surv * 0.9),
@@ -111,18 +114,21 @@ def make_summary(
                 Series(name="step_validity_by_step", x=list(steps), y=[v.value for v in valid],
                        low=[v.low for v in valid], high=[v.high for v in valid], x_label="step", y_label="valid share"),
             ],
-            disagreements=[] if is_ref else [Disagreement(case_id="files-s3", kind="trajectory", reference="read_file(a.txt)",
-                                                          candidate="<b>bold</b> & write_file(b.txt)", detail="step 7")],
+            disagreements=[] if is_ref else [Disagreement(case_id="files-s3", kind="trajectory",
+                                                          reference="read_file(a.txt)",
+                                                          candidate="<b>bold</b> & write_file(b.txt)",
+                                                          detail="step 7")],
         ))
         # logprob: KL (not for the reference against itself beyond zero)
         kl = np.abs(rng.normal(0.0, 0.01 if e.name == "fp8-kv" else 0.04, size=400)) if not is_ref else np.zeros(400)
         xs = np.sort(kl)
         results.append(EndpointSuiteResult(
             endpoint=e.name, suite="logprob-core", kind="logprob", is_reference=is_ref,
-            metrics={"kl_mean": stats.bootstrap_mean(list(kl), n_boot=300), "same_top": stats.wilson(int(400 - 400 * kl.mean()), 400)},
+            metrics={"kl_mean": stats.bootstrap_mean(list(kl), n_boot=300),
+                     "same_top": stats.wilson(int(400 - 400 * kl.mean()), 400)},
             series=[Series(name="KL CDF (forced)", x=list(xs[::20]), y=list(np.arange(1, 401)[::20] / 400),
                            x_label="KL (nats)", y_label="share of tokens at or below")],
-            # the shape verifier.kl.scoring leaves here (a Fingerprint model dump)
+            # the shape verifier.kinds.logprob.scoring leaves here (a Fingerprint model dump)
             extra={"fingerprint": {"verdict": "fp8-kv", "distance": 0.012, "ranking": [["fp8-kv", 0.012]],
                                    "threshold": 0.5, "reason": None}} if e.name == "fp8-kv" else {},
         ))
@@ -147,7 +153,7 @@ def summary_json(summary: RunSummary) -> dict:
 
 
 def history_summary(i: int, rng: np.random.Generator, *, shift_at: int | None = None) -> RunSummary:
-    """Night ``i`` of a generated history: headline metrics of three endpoints, computed by ``verifier.stats``
+    """Night ``i`` of a generated history: headline metrics of three endpoints, computed by ``verifier.stats.intervals``
     from simulated case outcomes. From night ``shift_at`` on, int4-decode's schema accuracy drops 0.97 -> 0.80."""
     n = 200
     started = (datetime(2025, 1, 1, 2, tzinfo=UTC) + timedelta(days=i)).strftime("%Y-%m-%dT%H:%M:%SZ")

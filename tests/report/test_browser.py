@@ -14,7 +14,7 @@ import pytest
 
 from tests.report.cdp import Browser, chromium_path
 from tests.report.fixtures import build_history, make_summary, write_run
-from verifier.summary_model import EndpointInfo, RunSummary
+from verifier.run.summary import EndpointInfo, RunSummary
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,7 +30,7 @@ def _real_run(tmp: Path) -> Path:
     cli = pytest.importorskip("verifier.cli")
     from typer.testing import CliRunner
 
-    from verifier.testing.scripted_server import Reply, ScriptedServer, schema_responder
+    from verifier.testing import Reply, ScriptedServer, schema_responder
 
     def hostile(body: dict, ctx) -> Reply:  # noqa: ANN001 - RequestContext
         if ctx.request_index % 4 == 1:
@@ -41,7 +41,8 @@ def _real_run(tmp: Path) -> Path:
     with ScriptedServer(schema_responder) as ref, ScriptedServer(hostile) as cand:
         res = CliRunner().invoke(cli.app, [
             "run", "--reference", f"ref={ref.base_url}", "--endpoint", f"cand={cand.base_url}",
-            "--model", "scripted-model", "--suite", "toolcall-core", "--suite", "agent-smoke", "--limit", "6", "--trials", "2", "--out", str(out),
+            "--model", "scripted-model", "--suite", "toolcall-core", "--suite", "agent-smoke", "--limit", "6",
+            "--trials", "2", "--out", str(out),
             "--no-history", "--quiet",
         ])
     assert res.exit_code == 0, res.output
@@ -51,9 +52,8 @@ def _real_run(tmp: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from reports.render import render_report
-
     from reports.dashboard import render_dashboard
+    from reports.render import render_report
     from tests.report.test_render import _many_disagreements
 
     tmp = tmp_path_factory.mktemp("browser")
@@ -74,7 +74,8 @@ def _six_endpoints(summary: RunSummary) -> RunSummary:
              ("fp8-kv", "provider-c-us-east-1-serving")]
     for src, name in extra:
         summary.endpoints.append(EndpointInfo(name=name, base_url=f"http://127.0.0.1:9/{name}", model="verifier-tiny"))
-        summary.results += [r.model_copy(update={"endpoint": name}, deep=True) for r in summary.results if r.endpoint == src]
+        summary.results += [r.model_copy(update={"endpoint": name}, deep=True) for r in summary.results
+                            if r.endpoint == src]
     return summary
 
 
@@ -91,7 +92,8 @@ PAGE_STATE = """(() => {
   const charts = [...document.querySelectorAll('figure.chart')].map(f => {
     const svg = f.querySelector('svg');
     const box = svg ? svg.getBoundingClientRect() : null;
-    return {id: f.dataset.chart, drawn: !!svg && box.width > 50 && box.height > 50 && svg.querySelectorAll('path, use').length > 3};
+    const drawn = !!svg && box.width > 50 && box.height > 50 && svg.querySelectorAll('path, use').length > 3;
+    return {id: f.dataset.chart, drawn: drawn};
   });
   return {
     pwned: window.__pwned === undefined ? null : window.__pwned,
@@ -109,13 +111,7 @@ PAGE_STATE = """(() => {
 @pytest.mark.parametrize("which", ["real-run", "fixture"])
 def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: str) -> None:
     browser.send("Emulation.setDeviceMetricsOverride", width=1366, height=768, deviceScaleFactor=1, mobile=False)
-    path = reports[which]
-    url = path.resolve().as_uri()
-    browser.events.clear()
-    browser.send("Page.navigate", url=url)
-    browser.wait_for("Page.loadEventFired")
-    browser.drain(1.0)
-    state = browser.evaluate(PAGE_STATE)
+    state, other_requests, _ = _open(browser, reports[which])
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = browser.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
@@ -132,8 +128,7 @@ def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: s
     errors += [e["params"]["entry"] for e in browser.events
                if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"]
     assert not errors, f"console errors in {which}: {errors}"
-    requests = [e["params"]["request"]["url"] for e in browser.events if e["method"] == "Network.requestWillBeSent"]
-    assert [u for u in requests if u != url] == [], "the report made a network request"
+    assert other_requests == [], "the report made a network request"
 
     assert state["pwned"] is None, "model output executed as script"
     assert state["title"].startswith("verifier report")
@@ -250,7 +245,8 @@ def _shot(browser: Browser, name: str, width: int) -> None:
 
 
 @pytest.mark.parametrize("which", ["real-run", "fixture", "six"])
-def test_headlines_and_verdict_table_fit_laptop_and_phone(browser: Browser, reports: dict[str, Path], which: str) -> None:
+def test_headlines_and_verdict_table_fit_laptop_and_phone(browser: Browser, reports: dict[str, Path],
+                                                          which: str) -> None:
     """Headlines first; at 1280 px nothing scrolls sideways (six endpoints included); at 390 px the headlines wrap
     inside the screen and the verdict table fits its box up to four endpoints."""
     for width in (1280, 390):

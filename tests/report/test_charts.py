@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reports import charts
 from verifier.records import Interval
-from verifier.summary_model import Series
+from verifier.run.summary import Series
 
 NASTY = '<script>alert(1)</script>$x$ & "q"'
 

@@ -16,7 +16,7 @@ from reports.render import VERDICT_COLUMNS, render_report
 from tests.report.fixtures import HOSTILE_REPLY, make_summary, write_run
 from verifier.history import index_summary
 from verifier.records import Interval
-from verifier.summary_model import Disagreement, RunSummary, Series
+from verifier.run.summary import Disagreement, RunSummary, Series
 
 
 class _Collect(HTMLParser):
@@ -65,7 +65,7 @@ def test_headlines_come_first_one_line_per_endpoint(rendered) -> None:
                        r'<span class="vmark \w+">([^<]+)</span> <span class="htext">([^<]+)</span>', html)
     assert [(s, e) for s, e, _, _ in lines][0] == ("reference", "ref")
     from reports.render import VERDICT_MARKS
-    from verifier.verdict import compute_verdicts
+    from verifier.run.verdict import compute_verdicts
 
     summary, _ = make_summary()
     verdicts = compute_verdicts(summary)

@@ -10,8 +10,8 @@ from jsonschema.validators import validator_for
 
 from suites.toolcall import catalog, generate
 from training.phrasings import TRAIN_PHRASINGS
-from verifier.suite_format import case_to_line, load_jsonl
-from verifier.toolcall_scoring import FORMAT_CHECKER
+from verifier.kinds.toolcall.checks import FORMAT_CHECKER
+from verifier.kinds.toolcall.suite_format import case_to_line, load_jsonl
 
 
 def test_catalogue_is_large_and_schemas_are_valid() -> None:
@@ -106,7 +106,8 @@ def test_toolcall_core_shape() -> None:
     for c in cases:
         if c.expected:
             schema = c.tools()[c.expected.tool]
-            assert not list(validator_for(schema)(schema, format_checker=FORMAT_CHECKER).iter_errors(c.expected.arguments))
+            assert not list(validator_for(schema)(schema,
+                                                  format_checker=FORMAT_CHECKER).iter_errors(c.expected.arguments))
 
 
 def test_toolcall_schemas_shape() -> None:
@@ -119,7 +120,10 @@ def test_toolcall_schemas_shape() -> None:
 
 
 def test_schema_features_detects_nesting() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer", "minimum": 0}},
-                                                     "required": ["b"]}, "c": {"type": ["string", "null"]}}, "required": ["a"]}
-    assert catalog.schema_features(schema) == ["integer", "nested_object", "nullable", "numeric_bounds", "optional_fields",
+    schema = {"type": "object",
+              "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer", "minimum": 0}},
+                                                     "required": ["b"]}, "c": {"type": ["string",
+                                                                                        "null"]}}, "required": ["a"]}
+    assert catalog.schema_features(schema) == ["integer", "nested_object", "nullable", "numeric_bounds",
+                                               "optional_fields",
                                                "string"]

@@ -33,9 +33,10 @@ def forbidden_imports(path: Path) -> list[str]:
 
 
 def test_the_check_sees_imports_in_every_form() -> None:
-    source = ("import verifier.cli\nfrom verifier.suite_format import case_to_line\n"
+    source = ("import verifier.cli\nfrom verifier.kinds.toolcall.suite_format import case_to_line\n"
               "def f():\n    import training.corpus as c\nfrom . import catalog\nimport json\n")
-    assert imported_modules(source) == [(1, "verifier.cli"), (2, "verifier.suite_format"), (4, "training.corpus"),
+    assert imported_modules(source) == [(1, "verifier.cli"), (2, "verifier.kinds.toolcall.suite_format"),
+                                        (4, "training.corpus"),
                                         (6, "json")]
 
 

@@ -21,7 +21,7 @@ from verifier.history.engine import connect_for_write
 from verifier.history.location import DbArg, resolve_db
 from verifier.history.model import HistoryError
 from verifier.history.schema import metrics, runs
-from verifier.summary_model import RunSummary
+from verifier.run.summary import RunSummary
 
 __all__ = ["index_run", "index_summary", "load_summary", "metric_rows"]
 

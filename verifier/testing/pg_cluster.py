@@ -74,7 +74,8 @@ class TemporaryPostgres:
             try:
                 owner = pwd.getpwnam("postgres")
             except KeyError as exc:
-                raise PostgresUnavailable("running as root and there is no 'postgres' user to run the server as") from exc
+                raise PostgresUnavailable("running as root and there is no 'postgres' user "
+                                          "to run the server as") from exc
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._bindir = bindir
         self._root = root = Path(tempfile.mkdtemp(prefix="verifier-pg-"))
@@ -95,7 +96,8 @@ class TemporaryPostgres:
                 self.port = _free_port()
                 start = subprocess.run(
                     [*self._as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w",
-                     "-t", str(_TIMEOUT_S), "-o", f"-p {self.port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off",
+                     "-t", str(_TIMEOUT_S),
+                     "-o", f"-p {self.port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off",
                      "start"],
                     capture_output=True, text=True, timeout=_TIMEOUT_S + 10)
                 if start.returncode == 0:

@@ -29,7 +29,8 @@ from typing import Any
 
 from suites.agent.base import Environment
 from suites.agent.scenarios import Scenario, builtin_suite
-from verifier.testing.scripted_server import Reply, RequestContext, ScriptedServer
+from verifier.testing.replies import Reply, RequestContext
+from verifier.testing.scripted_server import ScriptedServer
 
 
 def uniform(*parts: Any) -> float:
@@ -41,8 +42,9 @@ def uniform(*parts: Any) -> float:
 def mutate(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     """A schema-valid but wrong version of ``arguments``: the kind of slip a degraded model makes.
 
-    The last argument (usually the payload: team, amount, folder, value) is changed: an enum to the next allowed value, an integer by +5, a string by one
-    character. Whether the world rejects it, absorbs it or is left in a failed state depends on the world.
+    The last argument (usually the payload: team, amount, folder, value) is changed: an enum to the next allowed
+    value, an integer by +5, a string by one character. Whether the world rejects it, absorbs it or is left in a
+    failed state depends on the world.
     """
     if not arguments:
         return arguments
@@ -154,15 +156,10 @@ def main() -> None:
     ap.add_argument("--model", default="oracle-agent")
     args = ap.parse_args()
     cases = builtin_suite("agent-long")
-    srv = ScriptedServer(OraclePolicy(cases, error_rate=args.error_rate, wrong_rate=args.wrong_rate, seed=args.seed), models=[args.model], port=args.port)
-    srv.keep_log = False
-    srv.start()
-    print(f"serving {args.model} on {srv.base_url} (error rate {args.error_rate}, wrong rate {args.wrong_rate})",
-          flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        srv.stop()
+    policy = OraclePolicy(cases, error_rate=args.error_rate, wrong_rate=args.wrong_rate, seed=args.seed)
+    srv = ScriptedServer(policy, models=[args.model], port=args.port)
+    srv.serve_forever(lambda: f"serving {args.model} on {srv.base_url} "
+                              f"(error rate {args.error_rate}, wrong rate {args.wrong_rate})")
 
 
 if __name__ == "__main__":

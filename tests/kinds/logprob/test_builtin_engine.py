@@ -1,0 +1,87 @@
+"""Logprob and cache suites against the real built-in engine (a tiny random checkpoint, on CPU).
+
+Exact KL through the distributions extension: BF16 vs BF16 is 0, FP8 KV is > 0; the top-k estimate's error
+against exact KL at k = 5, 10, 20 is computed on these real distributions. Prefix caching on -> real hits,
+off -> reported zero (not absent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.kinds.kind_context import kind_context, reference_only
+from verifier.kinds.cache.kind import CACHE_KIND
+from verifier.kinds.logprob.kind import LOGPROB_KIND
+
+launch = pytest.importorskip("reference_engine.launch")
+tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny.build_checkpoint(tmp_path_factory.mktemp("kl-ckpt"), "llama", hidden=128, intermediate=256, layers=2,
+                                 vocab=512,
+                                 max_pos=2048, std=0.3, seed=3)
+
+
+async def _run_kind(kind, suite, tmp: Path, urls: dict[str, str], twice_ref: bool) -> list:
+    names = list(urls)
+    async with kind_context(tmp, urls, model=None, max_attempts=2, concurrency=4, preflight=True) as ctx:
+        if twice_ref:
+            await kind.run(suite, reference_only(ctx))
+        await kind.run(suite, ctx)
+        records = ctx.store.read(suite=suite.manifest.name)
+    return {r.endpoint: r for r in kind.score(suite, records, names[0], names)}
+
+
+def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
+    suite = LOGPROB_KIND.load("logprob-smoke", {})
+    with launch.start_server(checkpoint) as ref, launch.start_server(checkpoint) as same, \
+            launch.start_server(checkpoint, weights="int4") as int4, launch.start_server(checkpoint,
+                                                                                         kv_dtype="fp8") as fp8:
+        res = asyncio.run(_run_kind(LOGPROB_KIND, suite, tmp_path,
+                                    {"bf16": ref.base_url, "bf16-again": same.base_url, "int4": int4.base_url,
+                                     "fp8-kv": fp8.base_url}, True))
+    assert res["bf16"].extra["probe"]["exact"]["supported"]
+    same_r, int4_r, fp8_r = res["bf16-again"], res["int4"], res["fp8-kv"]
+    for r in (same_r, int4_r, fp8_r):
+        assert set(r.extra["paths"]["forced"]["methods"]) == {"exact"}
+    assert same_r.metrics["forced_kl_mean"].value == pytest.approx(0.0, abs=1e-6)
+    assert same_r.metrics["kl_mean"].value == pytest.approx(0.0, abs=1e-6)
+    assert same_r.metrics["same_top"].value == 1.0
+    assert int4_r.metrics["forced_kl_mean"].value > 1e-5 and int4_r.metrics["forced_kl_mean"].n > 20
+    # FP8 KV changes only what is read back from the paged cache: the decode path (headline) sees it
+    assert fp8_r.metrics["kl_mean"].value > 1e-6
+    print(f"fp8-kv: forced KL {fp8_r.metrics['forced_kl_mean'].value:.3e}, decode KL "
+          f"{fp8_r.metrics['kl_mean'].value:.3e}; "
+          f"int4: forced KL {int4_r.metrics['forced_kl_mean'].value:.3e}, "
+          f"decode KL {int4_r.metrics['kl_mean'].value:.3e}")
+    table = int4_r.extra["topk_error_vs_exact"]
+    print("top-k estimate vs exact KL on engine distributions (int4 weights vs bf16):")
+    for k in ("5", "10", "20"):
+        row = table[k]
+        print(f"  k={k}: exact mean {row['exact_mean']:.3e} estimate {row['estimate_mean']:.3e} "
+              f"lower {row['lower_mean']:.3e} mean|err| {row['mean_abs_error']:.3e} "
+              f"rel.err(mean) {row['relative_error_of_mean']:.3f}")
+        assert row["lower_mean"] <= row["exact_mean"] * (1 + 1e-6) + 1e-12
+    assert table["20"]["mean_abs_error"] <= table["5"]["mean_abs_error"]
+
+
+@pytest.mark.parametrize("prefix_cache", [True, False])
+def test_cache_on_engine(checkpoint: Path, tmp_path: Path, prefix_cache: bool) -> None:
+    suite = CACHE_KIND.load("cache-smoke", {"limit": 4, "tokenizer": str(checkpoint)})
+    with launch.start_server(checkpoint, prefix_cache=prefix_cache) as srv:
+        res = asyncio.run(_run_kind(CACHE_KIND, suite, tmp_path, {"engine": srv.base_url}, False))
+    r = res["engine"]
+    # the engine bills exactly the tokens of the rendered prompt
+    acc = r.extra["token_accounting"]
+    assert acc["n"] == 16 and acc["exact"] == 16
+    if prefix_cache:
+        assert r.extra["cache_class"] in ("near_bound", "partial")
+        assert r.metrics["cache_hit_rate"].value > 0.3
+    else:
+        assert r.extra["cache_class"] == "reported_zero"
+        assert r.metrics["cache_hit_rate"].value == 0.0

@@ -1,0 +1,99 @@
+"""The one place that composes run -> history index -> report.
+
+Why here and not in the runner: the runner (``verifier.run``) measures and writes a run folder; indexing it into
+the history database and drawing ``report.html`` read that folder afterwards. Keeping the composition at the
+top means ``verifier.run`` never imports ``reports`` or the history database, and a library user who only wants
+figures calls :func:`verifier.run.runner.execute_run` and gets nothing else.
+
+Publishing never raises: a history database that is down or a renderer bug is a warning, because the run's
+data is already safe on disk (``verifier report DIR`` draws the report again).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from reports.render import render_report
+from verifier.history import DbArg, HistoryError, default_location, describe_db, index_run
+from verifier.run.merge import MergeSettings, merge_runs
+from verifier.run.runner import RunOutcome, RunSettings, execute_run
+from verifier.run.store import _first_line
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Publish:
+    """What happens to a finished run folder: indexed into history (``db``: SQLite path or PostgreSQL URL, None
+    for the default), and report.html drawn."""
+
+    history: bool = True
+    db: DbArg = None
+    render: bool = True
+
+
+def run_and_publish(settings: RunSettings, publish_to: Publish) -> RunOutcome:
+    """``verifier run``: measure, then index and render. A shard is never indexed (its figures cover 1/N)."""
+    outcome = execute_run(settings)
+    history = publish_to.history
+    shard = outcome.summary.settings.get("shard")
+    if shard and history:
+        # a shard's figures cover 1/N of each suite: beside whole runs in history they would read as drift
+        outcome.warnings.append(f"shard {shard} not indexed into history; `verifier merge` indexes the merged run")
+        history = False
+    outcome.warnings += publish(outcome.run_dir, Publish(history=history, db=publish_to.db,
+                                                         render=publish_to.render))
+    return outcome
+
+
+def merge_and_publish(settings: MergeSettings, publish_to: Publish) -> RunOutcome:
+    """``verifier merge``: join the shards into one run folder, then index and render it like a whole run."""
+    outcome = merge_runs(settings)
+    outcome.warnings += publish(outcome.run_dir, publish_to)
+    return outcome
+
+
+def publish(run_dir: Path, publish_to: Publish) -> list[str]:
+    """Index the finished run into history, then render report.html; returns warnings (never raises)."""
+    warnings: list[str] = []
+    # index first, so the report can chart this run beside the endpoint's history and test drift
+    history_db: DbArg = None
+    if publish_to.history:
+        problems = index_history(run_dir, publish_to.db)
+        warnings += problems
+        if not problems:
+            history_db = publish_to.db or _default_db()
+    if publish_to.render:
+        warnings += render(run_dir, history_db)
+    return warnings
+
+
+def render(run_dir: Path, db: DbArg = None) -> list[str]:
+    """Write report.html (with the history section when ``db`` is given); a renderer bug is a warning, never a
+    lost run."""
+    try:
+        render_report(Path(run_dir), db_path=db)
+    except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
+        log.exception("report rendering failed")
+        return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "
+                f"(retry with: verifier report {run_dir})"]
+    return []
+
+
+def index_history(run_dir: Path, db: DbArg) -> list[str]:
+    """Index the run folder into the history database; a failure is one warning line without credentials."""
+    try:
+        index_run(Path(run_dir), db)
+    except Exception as e:  # noqa: BLE001 - history is an index; the run folder is the record
+        # describe_db: a PostgreSQL URL is shown without its credentials
+        return [f"run not indexed into history ({describe_db(db)}): {type(e).__name__}: {_first_line(e)}"]
+    return []
+
+
+def _default_db() -> DbArg:
+    try:
+        return default_location()  # $VERIFIER_DB (path or URL) or the default file
+    except HistoryError:
+        return None

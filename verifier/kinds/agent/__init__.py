@@ -1,0 +1,1 @@
+"""The ``agent`` kind: long-horizon scenarios in deterministic environments, scored per trial and per step."""

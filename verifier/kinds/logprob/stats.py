@@ -1,0 +1,139 @@
+"""KL statistics as llama.cpp's ``--kl-divergence`` prints them, with sequence-level confidence intervals.
+
+Input: one row per aligned, teacher-forced token position (KL from :mod:`verifier.kinds.logprob.estimator`,
+the log-probabilities both sides gave the *actual* reference token, whether their top-1 agree) plus
+the sequence it belongs to. Positions of one sequence are strongly correlated (a quantization error
+early in a prompt shifts every later position), so every interval resamples whole sequences
+(cluster bootstrap from ``verifier.stats.intervals``), never single tokens.
+
+Definitions (llama.cpp's): Δp = p_candidate(token) - p_reference(token) in probability (not log)
+space; "same top" = both top-1 tokens agree; ln(PPL ratio) = mean over tokens of
+ln p_reference(token) - ln p_candidate(token), i.e. ln(PPL(candidate) / PPL(reference)).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from verifier.records import Interval
+from verifier.run.summary import Series
+from verifier.stats.intervals import bootstrap_mean
+
+KL_PERCENTILES: tuple[float, ...] = (99.9, 99, 95, 90, 50, 10, 5, 1)
+DP_PERCENTILES: tuple[float, ...] = (99.9, 99, 95, 90, 75, 50, 25, 10, 5, 1, 0.1)
+
+
+class KLStats(BaseModel):
+    """Everything llama.cpp prints for one candidate vs the reference; intervals carry their n."""
+
+    n_positions: int
+    n_sequences: int
+    kl_mean: Interval
+    kl_max: float | None = None
+    kl_min: float | None = None
+    kl_percentiles: dict[str, float] = Field(default_factory=dict)  # "p99.9" ... "p1"
+    kl_lower_mean: float | None = None  # mean of the truncation lower bound (top-k input only)
+    delta_p_mean: Interval | None = None
+    delta_p_rms: Interval | None = None
+    delta_p_max: float | None = None
+    delta_p_min: float | None = None
+    delta_p_percentiles: dict[str, float] = Field(default_factory=dict)
+    same_top: Interval | None = None
+    ln_ppl_ratio: Interval | None = None
+    ppl_ratio: float | None = None
+    ln_ppl_correlation: float | None = None  # Cor(ln PPL(candidate), ln PPL(reference)) over sequences
+
+    def metrics(self) -> dict[str, Interval]:
+        """The summary metrics (names per CONTRACTS.md, plus the other llama.cpp figures, additive)."""
+        n = self.n_positions
+        out: dict[str, Interval] = {"kl_mean": self.kl_mean}
+        for key, val in self.kl_percentiles.items():
+            name = "kl_median" if key == "p50" else f"kl_{key}"
+            out[name] = Interval(value=val, n=n, method="percentile")
+        if self.kl_max is not None:
+            out["kl_max"] = Interval(value=self.kl_max, n=n, method="max")
+        if self.kl_lower_mean is not None:
+            out["kl_lower_mean"] = Interval(value=self.kl_lower_mean, n=n, method="truncation_lower_bound")
+        for name in ("same_top", "delta_p_rms", "delta_p_mean", "ln_ppl_ratio"):
+            val = getattr(self, name)
+            if val is not None:
+                out[name] = val
+        return out
+
+
+def _finite(arr: np.ndarray, what: str) -> np.ndarray:
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.size and not np.isfinite(arr).all():
+        raise ValueError(f"{what}: non-finite values (exclude unaligned positions before computing statistics)")
+    return arr
+
+
+def _pcts(arr: np.ndarray, qs: tuple[float, ...]) -> dict[str, float]:
+    vals = np.percentile(arr, qs)
+    return {f"p{q:g}": float(v) for q, v in zip(qs, vals)}
+
+
+def _sqrt_interval(iv: Interval) -> Interval:
+    """RMS from a mean of squares: sqrt is monotone, so the interval maps through it."""
+    def f(v: float | None) -> float | None:
+        return None if v is None else math.sqrt(max(v, 0.0))
+
+    return Interval(value=f(iv.value), low=f(iv.low), high=f(iv.high), n=iv.n, method=iv.method)
+
+
+def kl_statistics(kl: np.ndarray, seq: np.ndarray, *, ref_token_logprob: np.ndarray | None = None,
+                  cand_token_logprob: np.ndarray | None = None, same_top: np.ndarray | None = None,
+                  kl_lower: np.ndarray | None = None, n_boot: int = 2000, seed: int = 0) -> KLStats:
+    """Statistics over aligned positions; ``seq`` labels each position's sequence (the bootstrap cluster)."""
+    kl = _finite(kl, "kl")
+    seq = np.asarray(seq)
+    if seq.shape != kl.shape:
+        raise ValueError(f"seq labels {seq.shape} do not match kl values {kl.shape}")
+    n = int(kl.size)
+    n_seq = int(np.unique(seq).size) if n else 0
+    if n == 0:
+        return KLStats(n_positions=0, n_sequences=0, kl_mean=Interval(value=None, n=0, method="cluster_bootstrap"))
+
+    def boot(values: np.ndarray) -> Interval:
+        return bootstrap_mean(values, clusters=seq, n_boot=n_boot, seed=seed)
+
+    st = KLStats(n_positions=n, n_sequences=n_seq, kl_mean=boot(kl), kl_max=float(kl.max()), kl_min=float(kl.min()),
+                 kl_percentiles=_pcts(kl, KL_PERCENTILES))
+    if kl_lower is not None:
+        st.kl_lower_mean = float(_finite(kl_lower, "kl_lower").mean())
+    if ref_token_logprob is not None and cand_token_logprob is not None:
+        lr = _finite(ref_token_logprob, "reference token logprob")
+        lc = _finite(cand_token_logprob, "candidate token logprob")
+        dp = np.exp(lc) - np.exp(lr)
+        st.delta_p_mean = boot(dp)
+        st.delta_p_rms = _sqrt_interval(boot(dp * dp))
+        st.delta_p_max, st.delta_p_min = float(dp.max()), float(dp.min())
+        st.delta_p_percentiles = _pcts(dp, DP_PERCENTILES)
+        st.ln_ppl_ratio = boot(lr - lc)
+        st.ppl_ratio = float(math.exp(st.ln_ppl_ratio.value)) if st.ln_ppl_ratio.value is not None else None
+        if n_seq >= 3:
+            _, codes = np.unique(seq, return_inverse=True)
+            cnt = np.bincount(codes)
+            a = np.bincount(codes, weights=-lr) / cnt
+            b = np.bincount(codes, weights=-lc) / cnt
+            if a.std() > 0 and b.std() > 0:
+                st.ln_ppl_correlation = float(np.corrcoef(a, b)[0, 1])
+    if same_top is not None:
+        same = np.asarray(same_top, dtype=np.float64)
+        st.same_top = boot(same)
+        st.same_top.method = "cluster_bootstrap"
+    return st
+
+
+def kl_cdf_series(kl: np.ndarray, name: str, points: int = 64) -> Series:
+    """Empirical CDF of per-position KL at ``points`` quantiles (x = KL in nats, y = fraction <= x)."""
+    kl = np.asarray(kl, dtype=np.float64)
+    if kl.size == 0:
+        return Series(name=name, x=[], y=[], x_label="KL (nats)", y_label="fraction of positions")
+    ys = np.linspace(0.0, 1.0, points)
+    xs = np.quantile(kl, ys)
+    return Series(name=name, x=[float(x) for x in xs], y=[float(y) for y in ys], x_label="KL (nats)",
+                  y_label="fraction of positions")

@@ -1,0 +1,161 @@
+"""The ``toolcall`` suite kind: load a JSONL suite, replay every case against every endpoint, score.
+
+Plugs into the run through the SuiteKind protocol (``verifier/run/runner.py``): ``load`` -> ``run`` (appends
+one :class:`ExchangeRecord` per exchange, skipping keys already on disk so ``--resume`` never sends an
+exchange twice) -> ``score`` (delegates to :mod:`verifier.kinds.toolcall.scoring`).
+
+Variants: a suite may ask for each case to run both streamed and non-streamed (``toolcall-schemas`` does;
+any suite can via ``options["variants"] = "both"``), because streaming-only tool-call bugs are a known
+failure class and the two must be comparable side by side. Otherwise each case runs once per repeat,
+streamed or not as ``--stream/--no-stream`` says, else as the line's own ``stream`` value says, else as
+the endpoint's configuration says. An explicit ``--stream/--no-stream`` also narrows a both-ways suite to
+that one variant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from verifier.kinds.toolcall.scoring import score_toolcall
+from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
+from verifier.records import ExchangeRecord
+from verifier.run.exchange_guard import failed_exchange, guarded
+from verifier.run.protocol import RunContext
+from verifier.run.summary import EndpointSuiteResult
+
+BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
+
+
+@dataclass
+class ToolcallSuite(LoadedSuite):
+    """A loaded tool-call suite plus how to run it (variants to send for each case)."""
+
+    variants: tuple[str | None, ...] = (None,)
+    stream_override: bool | None = None  # --stream/--no-stream: beats a line's own "stream"
+    limit: int | None = None
+    total_cases: int = 0
+
+
+def _limit(options: dict[str, Any]) -> int | None:
+    raw = options.get("limit")
+    if raw in (None, "", 0):
+        return None
+    try:
+        n = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"option limit: expected a positive integer, got {raw!r}") from None
+    if n <= 0:
+        raise ValueError(f"option limit: expected a positive integer, got {raw!r}")
+    return n
+
+
+def _variants(options: dict[str, Any], default: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    v = options.get("variants")
+    if v in (None, ""):
+        return default
+    if v == "both":
+        return BOTH_VARIANTS
+    if v in ("stream", "nonstream"):
+        return (v,)
+    if v == "default":
+        return (None,)
+    raise ValueError(f"option variants: expected both, stream, nonstream or default, got {v!r}")
+
+
+def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: str = "1",
+                        options: dict[str, Any] | None = None,
+                        default_variants: tuple[str | None,
+                                                ...] = (None,), source_label: str | None = None) -> ToolcallSuite:
+    """Load a JSONL suite and apply run options (``limit``, ``variants``, ``strict``)."""
+    options = options or {}
+    base = load_jsonl(path, name=name, version=version, strict=bool(options.get("strict")), source_label=source_label)
+    limit = _limit(options)
+    cases = base.cases[:limit] if limit else base.cases
+    manifest = base.manifest
+    if limit and limit < len(base.cases):
+        # The manifest names exactly what ran: the hash covers the subset, the source says so.
+        manifest = manifest.model_copy(update={
+            "case_count": len(cases), "content_hash": content_hash(cases),
+            "source": f"{manifest.source} (first {len(cases)} of {len(base.cases)} cases)"})
+    stream = options.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ValueError(f"option stream: expected true or false, got {stream!r}")
+    variants = _variants(options, default_variants)
+    if stream is not None and "variants" not in options and variants == BOTH_VARIANTS:
+        variants = ("stream",) if stream else ("nonstream",)  # an explicit --stream/--no-stream wins
+    return ToolcallSuite(manifest=manifest, cases=cases, problems=base.problems, variants=variants,
+                         stream_override=stream, limit=limit, total_cases=len(base.cases))
+
+
+class ToolcallKind:
+    """SuiteKind for tool-call suites."""
+
+    kind = "toolcall"
+
+    def load(self, ref: str, options: dict[str, Any]) -> ToolcallSuite:
+        """``ref`` is a path to a JSONL file (built-in names are resolved by ``suite_registry``)."""
+        return load_toolcall_suite(ref, options=options)
+
+    @staticmethod
+    def _repeats(ctx: RunContext) -> int:
+        return max(1, int(getattr(ctx, "repeats", 1) or 1))
+
+    def planned_exchanges(self, suite: ToolcallSuite, ctx: RunContext) -> int:
+        return len(suite.cases) * len(suite.variants) * self._repeats(ctx) * len(ctx.endpoints)
+
+    def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None]]:
+        done = ctx.store.done_keys()
+        name = suite.manifest.name
+        todo = []
+        for repeat in range(self._repeats(ctx)):
+            for case in suite.cases:
+                for variant in suite.variants:
+                    for endpoint in ctx.endpoints:
+                        if (name, case.id, endpoint, repeat, None, variant) not in done:
+                            todo.append((endpoint, case, repeat, variant))
+        return todo
+
+    async def run(self, suite: ToolcallSuite, ctx: RunContext) -> None:
+        """Send every pending exchange; the clients enforce rate and concurrency limits."""
+        todo = self._todo(suite, ctx)
+        skipped = self.planned_exchanges(suite, ctx) - len(todo)
+        if skipped > 0:  # already on disk from an earlier, interrupted run: count them with their errors/retries
+            ctx.progress.advance_resumed(r for r in ctx.store.read(kind="toolcall", suite=suite.manifest.name)
+                                         if r.endpoint in ctx.endpoints)
+        await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
+
+    async def _one(self, suite: ToolcallSuite, ctx: RunContext, endpoint: str, case: Any, repeat: int,
+                   variant: str | None) -> None:
+        if variant is not None:
+            stream: bool | None = variant == "stream"
+        else:
+            stream = suite.stream_override if suite.stream_override is not None else case.stream
+        ex = await guarded(ctx.clients[endpoint].chat(case.body, stream=stream), case.body, stream=bool(stream))
+        where: dict[str, Any] = {"kind": "toolcall", "suite": suite.manifest.name, "case_id": case.id, "repeat": repeat,
+                                 "endpoint": endpoint, "variant": variant,
+                                 "extra": {"n_tools": len(case.body.get("tools") or [])}}
+        try:
+            ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
+        except (ValueError, TypeError) as e:  # a reply the record cannot hold: keep the exchange, classified
+            ex = failed_exchange(e, case.body, stream=bool(stream))
+            ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
+        ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
+
+    def score(self, suite: ToolcallSuite, records: list[ExchangeRecord], reference: str,
+              endpoints: list[str]) -> list[EndpointSuiteResult]:
+        results = score_toolcall(suite.manifest.name, suite.cases, records, reference, endpoints)
+        for r in results:  # request and error counts that match records.jsonl line for line
+            mine = [x for x in records if x.endpoint == r.endpoint and x.kind == "toolcall"]
+            r.counts["requests"] = len(mine)
+            r.counts["request_errors"] = sum(1 for x in mine if not x.ok)
+        skipped = sum(1 for p in suite.problems if p.action == "skipped")
+        if skipped:
+            for r in results:
+                r.notes.append(f"{skipped} suite line(s) skipped as bad input (see input_problems)")
+        return results
+
+
+TOOLCALL_KIND = ToolcallKind()
