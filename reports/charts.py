@@ -12,13 +12,13 @@ import io
 import math
 import re
 from collections.abc import Mapping, Sequence
-
-import matplotlib
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from typing import TYPE_CHECKING
 
 from verifier.records import Interval
 from verifier.run.summary import Series
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title", "trend_chart"]
 
@@ -36,10 +36,19 @@ _RC = {
 _XML_HEAD = re.compile(r"^.*?(?=<svg)", re.S)
 
 
+def _matplotlib():  # noqa: ANN202 - the matplotlib module
+    """matplotlib, imported when the first chart is drawn. Why not at module level: importing it costs about a
+    third of a second, and many pages (a single-endpoint run, every `verifier` command that renders nothing) draw
+    no chart at all."""
+    import matplotlib
+
+    return matplotlib
+
+
 def _svg(fig: Figure, key: str) -> str:
     """Serialise a figure to an inline ``<svg>`` element (no XML prolog, ids salted by ``key``)."""
     buf = io.StringIO()
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": key}):
+    with _matplotlib().rc_context({**_RC, "svg.hashsalt": key}):
         # constrained layout already fits; "tight" would draw twice
         fig.savefig(buf, format="svg", metadata={"Date": None})
     text = _XML_HEAD.sub("", buf.getvalue(), count=1)
@@ -55,12 +64,16 @@ def _svg(fig: Figure, key: str) -> str:
 
 def _plain_ticks(axis) -> None:  # noqa: ANN001 - a matplotlib Axis
     """Log-axis labels as plain numbers: the default formatter emits TeX, and TeX parsing is off."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 
 
 def _figure(width: float = 7.0, height: float = 3.0) -> Figure:
-    with matplotlib.rc_context(_RC):
+    from matplotlib.figure import Figure
+
+    with _matplotlib().rc_context(_RC):
         return Figure(figsize=(width, height), layout="constrained")
 
 
@@ -81,7 +94,7 @@ def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str, colours: Ma
     """Proportions with 95% CIs: one dot + error bar per (metric, endpoint), grouped by metric."""
     metrics = list(dict.fromkeys(m for m, _, _ in rows))
     endpoints = list(dict.fromkeys(e for _, e, _ in rows))
-    with matplotlib.rc_context(_RC):
+    with _matplotlib().rc_context(_RC):
         fig = _figure(7.0, max(1.8, 0.22 * len(rows) + 0.35 * len(metrics) + 0.6))
         ax = fig.add_subplot()
         ticks, labels, y = [], [], 0.0
@@ -114,7 +127,7 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
     """One Series name across endpoints: lines (steps for survival/CDF curves) with their CI bands."""
     lname = name.lower()
     step = any(w in lname for w in ("survival", "cdf"))
-    with matplotlib.rc_context(_RC):
+    with _matplotlib().rc_context(_RC):
         fig = _figure()
         ax = fig.add_subplot()
         any_s = next(iter(by_endpoint.values()))
@@ -141,7 +154,7 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
 def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str,
                   colours: Mapping[str, str] | None = None) -> str:
     """Latency distributions as empirical CDFs (log time axis), n per endpoint in the legend."""
-    with matplotlib.rc_context(_RC):
+    with _matplotlib().rc_context(_RC):
         fig = _figure()
         ax = fig.add_subplot()
         for i, (endpoint, values) in enumerate(by_endpoint.items()):
@@ -163,7 +176,7 @@ def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str,
 def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, float | None]]], metric: str,
                   key: str, colours: Mapping[str, str] | None = None) -> str:
     """A metric over runs per endpoint: (started_at, value, low, high), CI as error bars, oldest left."""
-    with matplotlib.rc_context(_RC):
+    with _matplotlib().rc_context(_RC):
         fig = _figure(7.0, 2.6)
         ax = fig.add_subplot()
         runs = sorted({p[0] for pts in points.values() for p in pts})
@@ -190,7 +203,7 @@ def trend_chart(lines: Mapping[str, Sequence[tuple[int, float, float | None, flo
     ``lines``: suite -> (run index, value, low, high); ``ticks``: run labels by index; ``drift``: suite -> points
     flagged by the drift test. A band instead of error bars keeps a chart of hundreds of runs small and legible.
     """
-    with matplotlib.rc_context(_RC):
+    with _matplotlib().rc_context(_RC):
         fig = _figure(7.0, 2.4)
         ax = fig.add_subplot()
         for i, (suite, pts) in enumerate(lines.items()):

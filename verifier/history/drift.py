@@ -29,7 +29,6 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from scipy.special import stdtr
 
 from verifier.history import DbArg, MetricPoint, load_points
 from verifier.records import Interval
@@ -151,7 +150,9 @@ def series_test(
     t = diff / (sd * math.sqrt(1 + 1 / m))
     # t with m - 1 df even when the sampling floor is used: a normal reference there ignores the night-to-night
     # variance the floor cannot see and over-flags (measured: 7% family-wise at alpha 5% with 3-point jitter).
-    p = float(2 * stdtr(m - 1, -abs(t)))  # t CDF; scipy.special avoids stats' per-call overhead
+    from scipy.special import stdtr  # t CDF; scipy.special avoids stats' per-call overhead (imported when used)
+
+    p = float(2 * stdtr(m - 1, -abs(t)))
     return t, min(1.0, p), sd_h, sd
 
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from sqlalchemy import select
 
 from verifier.history.engine import connect_for_read
 from verifier.history.location import DbArg, resolve_db
 from verifier.history.model import HistoryError, MetricPoint, RunEntry
 from verifier.history.schema import metrics, runs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["load_frame", "load_points", "load_runs"]
 
@@ -51,6 +54,8 @@ def load_frame(
     if endpoints is not None:
         stmt = stmt.where(metrics.c.endpoint.in_(list(endpoints)))
     stmt = stmt.order_by(*_ORDER)
+    import pandas as pd  # here, not at import: pandas costs ~0.2 s and a run that only indexes never needs it
+
     with connect_for_read(loc) as (conn, version):
         rows = conn.execute(stmt).all() if version > 0 else []  # version 0: no tables yet, an empty history
     df = pd.DataFrame.from_records(rows, columns=[c.name for c in _COLUMNS])

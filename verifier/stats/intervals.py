@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from statistics import NormalDist
 
 import numpy as np
-from scipy import stats as _sst
 
 from verifier.records import Interval
 
@@ -38,7 +38,7 @@ def _z(confidence: float) -> float:
     """Two-sided normal quantile for a confidence level (1.959964 for 0.95)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(_sst.norm.ppf(1.0 - (1.0 - confidence) / 2.0))
+    return NormalDist().inv_cdf(1.0 - (1.0 - confidence) / 2.0)
 
 
 def _wilson_bounds(k: int, n: int, z: float) -> tuple[float, float]:
@@ -152,7 +152,9 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> float:
     m = n10 + n01
     if m == 0:
         return 1.0
-    return float(_sst.binomtest(n01, m, 0.5, alternative="two-sided").pvalue)
+    from scipy.stats import binomtest  # here, not at import: scipy.stats costs ~0.5 s and most runs never test
+
+    return float(binomtest(n01, m, 0.5, alternative="two-sided").pvalue)
 
 
 def _as_float_array(values: Sequence[float], what: str) -> np.ndarray:
@@ -266,7 +268,9 @@ def cluster_robust_diff(values_a: Sequence[float], values_b: Sequence[float], cl
     resid_sums = np.bincount(codes, weights=d - mean, minlength=g)
     var = (g / (g - 1)) * float(np.sum(resid_sums**2)) / (n * n)
     se = math.sqrt(var)
-    t = float(_sst.t.ppf(1.0 - (1.0 - confidence) / 2.0, df=g - 1))
+    from scipy.stats import t as student_t
+
+    t = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, df=g - 1))
     return Interval(value=mean, low=mean - t * se, high=mean + t * se, n=n, method="cluster_robust")
 
 
@@ -291,4 +295,6 @@ def cluster_robust_p(values_a: Sequence[float], values_b: Sequence[float],
     se = math.sqrt((g / (g - 1)) * float(np.sum(resid_sums**2)) / (d.size * d.size))
     if se == 0.0:
         return 1.0 if mean == 0.0 else 0.0
-    return float(2.0 * _sst.t.sf(abs(mean) / se, df=g - 1))
+    from scipy.stats import t as student_t
+
+    return float(2.0 * student_t.sf(abs(mean) / se, df=g - 1))

@@ -32,8 +32,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from scipy import stats as sst
-
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import Comparison, Disagreement, EndpointSuiteResult, Series
 from verifier.stats import intervals as stats
@@ -352,11 +350,15 @@ def _cluster_p(iv: Interval, n_clusters: int) -> float | None:
     """Two-sided p-value of the cluster-robust t test behind ``iv`` (t on G-1 df, se recovered from the CI)."""
     if iv.value is None or iv.low is None or iv.high is None or n_clusters < 2:
         return None
-    t_crit = float(sst.t.ppf(0.975, df=n_clusters - 1))
+    from scipy.stats import t as student_t  # imported when first needed: scipy.stats costs ~0.5 s
+
+    t_crit = float(student_t.ppf(0.975, df=n_clusters - 1))
     se = (iv.high - iv.low) / (2 * t_crit)
     if se <= 0:
         return 1.0 if iv.value == 0 else None  # no spread: a p-value would be a fiction
-    return float(2 * sst.t.sf(abs(iv.value) / se, df=n_clusters - 1))
+    from scipy.stats import t as student_t
+
+    return float(2 * student_t.sf(abs(iv.value) / se, df=n_clusters - 1))
 
 
 def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[Trial],
