@@ -48,7 +48,10 @@ def _wilson_bounds(k: int, n: int, z: float) -> tuple[float, float]:
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = (z / denom) * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at k = 0 (k = n) the lower (upper) bound is exactly 0 (1); rounding must not move it off the boundary
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
 
 
 def wilson(k: int, n: int, confidence: float = 0.95) -> Interval:
