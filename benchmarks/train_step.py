@@ -21,9 +21,10 @@ import time
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from training.batching import Batch
 from training.model import TinyLlama
 from training.optim import NS_DTYPES, bfloat16_matmul_is_fast, build_optimizers
-from training.train import Batch, apply_update, build_parser, model_config, recipe_loss
+from training.train import apply_update, build_parser, model_config, recipe_loss
 
 #: rows x width of typical training batches (documents of similar length, one per row)
 BATCH_SHAPES = [(12, 128), (8, 192), (6, 256), (4, 384), (3, 512), (2, 768), (1, 1024)]

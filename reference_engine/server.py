@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import secrets
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import numpy as np
 from fastapi import FastAPI, Request
@@ -51,79 +49,25 @@ from reference_engine.protocol import (
     NamedToolChoice,
     first_error,
 )
+from reference_engine.replies import ChatPlan, Generation, TextDelta
 from reference_engine.sequence import SamplingParams
 from reference_engine.tool_parser import ParsedToolCall, StreamingToolSplitter, get_parser
+from reference_engine.wire import (
+    ApiError,
+    BodyTooLarge,
+    _call_deltas,
+    _call_header,
+    _error_payload,
+    _find_stop,
+    _finish_reason,
+    _sse,
+    error_response,
+    read_body,
+    until_disconnect,
+)
 
 #: default cap on a request body (413 above it); a prompt that fits the tiny model's context is a few KB
 DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
-#: characters per tool-call argument delta in streams (clients must reassemble arguments from several deltas)
-ARGUMENT_DELTA_CHARS = 8
-
-
-def error_response(status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                   code: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": type_, "param": param, "code": code}},
-                        status_code=status)
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", param: str | None = None,
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.type, self.param, self.code = status, type_, param, code
-
-    def response(self) -> JSONResponse:
-        return error_response(self.status, str(self), self.type, self.param, self.code)
-
-
-def _error_payload(ev: ErrorEvent) -> dict:
-    return {"error": {"message": ev.message, "type": ev.type, "param": None, "code": ev.code}}
-
-
-@dataclass
-class ChatPlan:
-    """What a chat request becomes before it reaches the engine: prompt ids, the text forced after the prompt (a
-    named call's header), the decoding constraint, and whether the reply is parsed for tool calls."""
-
-    prompt_ids: list[int]
-    forced: str
-    constraint: Constraint | None
-    parse_tools: bool
-    stop_token_ids: tuple[int, ...] = ()
-
-
-@dataclass
-class Generation:
-    """Everything one request produced, gathered from engine events."""
-
-    tokens: list[TokenEvent] = field(default_factory=list)
-    prompt: PromptLogprobsEvent | None = None
-    distribution: DistributionEvent | None = None
-    finish: FinishEvent | None = None
-    error: ErrorEvent | None = None
-
-
-@dataclass
-class TextDelta:
-    """What a stream may send after one engine event: text that can no longer become part of a stop string
-    (nor ends inside a multi-byte character), where it starts in the generated text, the token behind it
-    (None on the final flush), and on the last step the FinishEvent, or an ErrorEvent instead of text."""
-
-    text: str
-    offset: int
-    token: TokenEvent | None = None
-    finish: FinishEvent | None = None
-    error: ErrorEvent | None = None
-
-
-def _call_header(name: str) -> str:
-    """The start of a forced call's JSON, up to where the model writes the arguments.
-
-    It stops before the space that follows ``"arguments":`` (token healing): byte-level BPE merges that space
-    with the opening brace (`` {"`` is one token), so a header ending in a lone space token puts the model
-    where its training never was, and it writes poor arguments after it.
-    """
-    return f'{{"name": "{name}", "arguments":'
 
 
 class Server:
@@ -581,84 +525,6 @@ class Server:
         if model is not None and model != self.model_name:
             raise ApiError(404, f"The model '{model}' does not exist (this server serves '{self.model_name}')",
                            "invalid_request_error", param="model", code="model_not_found")
-
-
-def _finish_reason(calls: list[ParsedToolCall], engine_reason: str) -> str:
-    """"tool_calls" when the reply holds calls, except a forced call cut by max_tokens ("length", as OpenAI)."""
-    if any(not c.complete for c in calls):
-        return engine_reason
-    return "tool_calls" if calls else engine_reason
-
-
-def _call_deltas(index: int, call: ParsedToolCall) -> list[dict]:
-    """One tool call as stream deltas, the way vLLM and SGLang send them: id, type and name first with empty
-    arguments, then the arguments in several pieces that the client concatenates.
-
-    The call is sent once its block is complete and parsed (so a streamed reply equals the non-streamed one: a
-    block whose JSON does not parse stays text in both), then in pieces, so clients' reassembly is exercised."""
-    out = [{"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}]
-    args = call.arguments
-    for i in range(0, len(args), ARGUMENT_DELTA_CHARS):
-        out.append({"index": index, "function": {"arguments": args[i: i + ARGUMENT_DELTA_CHARS]}})
-    return out
-
-
-def _find_stop(text: str, stop: list[str]) -> int | None:
-    hits = [i for i in (text.find(s) for s in stop) if i >= 0]
-    return min(hits) if hits else None
-
-
-def _sse(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
-
-
-class BodyTooLarge(Exception):
-    """A request body past the server's cap: answered 413 by create_app's handler."""
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused (413) past `limit` bytes: at once from Content-Length, else while it arrives, so a
-    huge body is never held in memory whole."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def until_disconnect(request: Request, work) -> Response:
-    """Run a handler, cancelling it if the client goes away first.
-
-    Starlette does not cancel a plain handler when its client disconnects, so a non-streamed generation would run to
-    its end for nobody; the handlers abort their engine request on cancellation (streams abort on their own)."""
-    task = asyncio.ensure_future(work)
-
-    async def watch() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:               # the server itself is stopping
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if not task.done():
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        return Response(status_code=499)          # nobody reads it: the client is gone
-    return task.result()
 
 
 def create_app(engine: Engine, *, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> FastAPI:

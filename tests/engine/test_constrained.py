@@ -11,8 +11,8 @@ import pytest
 
 from reference_engine.constraints import DONE, ROOT_OBJECT, arguments_state, feed
 from reference_engine.launch import default_model_path, start_server
-from reference_engine.server import _call_header
 from reference_engine.tokenizer import Tokenizer
+from reference_engine.wire import _call_header
 from suites.toolcall.catalog import TOOLS_BY_NAME
 
 SUITE = default_model_path().parents[2] / "suites" / "toolcall" / "data"

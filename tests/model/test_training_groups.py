@@ -9,20 +9,12 @@ import pytest
 import torch
 
 from suites.toolcall.catalog import TOOLS_BY_NAME, _group, generate_case_groups
+from training.batching import Batch, bucket_batches, document_texts, encode, encode_all, tree_mask, tree_positions
 from training.corpus import ConversationGroup, agent_conversations, toolcall_groups
 from training.model import TinyConfig, TinyLlama
 from training.phrasings import TRAIN_PHRASINGS
 from training.tokenizer_train import train_tokenizer
-from training.train import (
-    Batch,
-    bucket_batches,
-    document_texts,
-    encode,
-    encode_all,
-    masked_loss,
-    tree_mask,
-    tree_positions,
-)
+from training.train import masked_loss
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 from safetensors.torch import save_file
 
-from training.train import SHIPPED_CHECKPOINT, RecordedRun, pace_warning, projected_steps, recorded_run
+from training.pace import RecordedRun, pace_warning, projected_steps, recorded_run
+from training.train import SHIPPED_CHECKPOINT
 
 
 def test_projection_follows_the_pace_and_stops_at_the_planned_steps() -> None:

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
+from training.batching import SCHEMA_KEY, SCHEMA_NAME, Batch, bucket_batches, encode, encode_all
 from training.chat_format import CHAT_TEMPLATE, assistant_spans, call_name_and_key_spans, render, tool_call_text
 from training.corpus import agent_conversations, toolcall_conversations
 from training.model import TinyConfig, TinyLlama
 from training.tokenizer_train import train_tokenizer
-from training.train import SCHEMA_KEY, SCHEMA_NAME, Batch, bucket_batches, encode, encode_all, masked_loss
 from training.train import main as train_main
+from training.train import masked_loss
 
 
 @pytest.fixture(scope="module")

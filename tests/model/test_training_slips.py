@@ -11,11 +11,12 @@ import torch
 
 from suites.agent.base import Action
 from suites.agent.scenarios import make_env
+from training.batching import NOT_A_TARGET, Batch, encode_all
 from training.chat_format import assistant_spans
 from training.corpus import agent_conversations, slipped_action
 from training.tokenizer_train import train_tokenizer
-from training.train import NOT_A_TARGET, Batch, encode_all, masked_loss
 from training.train import main as train_main
+from training.train import masked_loss
 
 
 @pytest.fixture(scope="module")
