@@ -2,7 +2,8 @@
 
 For tests and benchmarks that need a real checkpoint folder before (or besides) the shipped model: the result loads
 through the same path as any Hugging Face checkpoint. Weights are random, so outputs are gibberish but deterministic.
-Needs `transformers` (a test dependency) to write the weights the way HF does.
+Writes HF's tensor names and config keys with safetensors alone (no transformers import), so it ships with the
+engine for its tests and benchmarks; only the parity tests load the result with transformers.
 """
 
 from __future__ import annotations
