@@ -113,17 +113,25 @@ def k2vv_call_ok(call: dict, tools: list) -> bool:
 
 def k2vv_verdict(record: dict, line: dict) -> tuple[bool, str | None, bool | None]:
     """(success, finish_reason, tool_calls_valid) of one exchange, read from its stored response as K2VV would."""
-    success = record.get("error_class") is None and record.get("status") is not None and 200 <= record["status"] < 300
+    choices = (record.get("response") or {}).get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    # K2VV's SDK builds its response objects without validating them: any 2xx body with choices is a success,
+    # also one that our client classifies as a malformed provider reply
+    ok_status = record.get("status") is not None and 200 <= record["status"] < 300
+    success = ok_status and (record.get("error_class") is None
+                             or (record.get("error_class") == "malformed_response" and bool(choice)))
     if not success:
         return False, None, None
-    choices = (record.get("response") or {}).get("choices") or []
-    choice = choices[0] if choices else {}
     finish = choice.get("finish_reason")
     if finish is None and record.get("stream"):
         finish = "stop"  # K2VV's stream reassembly reports "stop" when no finish reason came
     valid = None
     if finish == "tool_calls":
-        calls = (choice.get("message") or {}).get("tool_calls") or []
+        message = choice.get("message") or {}
+        if "tool_calls" in message:  # the body as sent (kept when our extraction had to change something)
+            calls = message["tool_calls"] or []
+        else:  # stored once: the record's own fields hold the calls exactly as they arrived
+            calls = [{"function": {"name": c["name"], "arguments": c["arguments"]}} for c in record["tool_calls"]]
         valid = bool(calls) and all(k2vv_call_ok(c, line.get("tools", [])) for c in calls)
     return True, finish, valid
 
