@@ -10,31 +10,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
 from verifier.history.gate import GateResult
+from verifier.http.redaction import public_url
 from verifier.records import Interval, SuiteManifest
 from verifier.run.summary import EndpointInfo, RunSummary, Verdict
 
-__all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "redact_url", "safe_filename", "write_cards"]
-
-_SECRET_PARAM = re.compile(r"(key|token|secret|sig|signature|password|auth)", re.I)
-
-
-def redact_url(url: str) -> str:
-    """Drop user:password@ and the values of query parameters that look like credentials."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urlencode(
-        [(k, "REDACTED" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
+__all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "safe_filename", "write_cards"]
 
 def safe_filename(name: str) -> str:
     """An endpoint name as a file-name part: anything but [A-Za-z0-9._-] becomes '_'."""
@@ -51,7 +35,7 @@ class EndpointPublic(BaseModel):
 
     @classmethod
     def of(cls, info: EndpointInfo) -> EndpointPublic:
-        return cls(name=info.name, base_url=redact_url(info.base_url), model=info.model,
+        return cls(name=info.name, base_url=public_url(info.base_url), model=info.model,
                    api_key_env=info.api_key_env, builtin=info.builtin)
 
 

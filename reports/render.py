@@ -21,10 +21,11 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, redact_url, write_cards
+from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, write_cards
 from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
 from verifier.history.drift import DriftReport, detect_drift
 from verifier.history.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
+from verifier.http.redaction import public_url
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.store import RecordStore, RunManifest
 from verifier.run.summary import EndpointSuiteResult, RunSummary, Series, Verdict
@@ -515,7 +516,7 @@ def render_html(
     hist = history_view(summary, db_path, drift) if has_history else None
     script, script_hash = _script()
     endpoints = [
-        {"name": e.name, "url": redact_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
+        {"name": e.name, "url": public_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
          "builtin": e.builtin, "is_reference": e.name == summary.reference}
         for e in summary.endpoints
     ]

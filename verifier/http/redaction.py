@@ -33,7 +33,11 @@ MIN_SECRET_LEN = 4
 #: A text that ends in this many characters of a secret's start is assumed cut through the secret.
 _DANGLING_PREFIX_LEN = 4
 
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password|session", re.IGNORECASE)
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|password|session|sig", re.IGNORECASE)
+#: Query parameters whose values are credentials (``?api_key=``, ``&sig=``, ``X-Amz-Signature``...).
+_SECRET_PARAM = _SECRET_HEADER
+#: What a public URL shows instead of a credential-like query value.
+QUERY_MASK = "REDACTED"
 _USERINFO = re.compile(r"(?<=//)[^/?#@\s]*@")
 
 _lock = threading.Lock()
@@ -144,6 +148,25 @@ def _walk(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_walk(v) for v in obj]
     return obj
+
+
+def public_url(url: str) -> str:
+    """A URL as a report or a profile file may show it: no ``user:password@``, no fragment, and the values of
+    credential-like query parameters replaced by :data:`QUERY_MASK`; a ``builtin:`` spec as it is.
+
+    Unlike :func:`redact_url` (which masks the values registered as secrets of this run), this needs no registry:
+    it is for URLs written into files that outlive the run.
+    """
+    if url.startswith("builtin:"):
+        return url
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = urllib.parse.urlencode([(k, QUERY_MASK if _SECRET_PARAM.search(k) else v)
+                                    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)])
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def redact_url(url: str | None) -> str | None:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verifier.http.endpoints import EndpointConfigError, EndpointSet, from_flags, load_config
+from verifier.http.redaction import is_secret_header, public_url
 from verifier.kinds.logprob.fingerprint import (
     PROFILES_FILE,
     CalibrationEndpoint,
@@ -41,7 +41,6 @@ from verifier.run.store import RunManifest, StoreError
 from verifier.run.summary import RunSummary
 
 RUN_REFERENCE = "reference"  # the reference's name inside the calibration run (its label names the A/A profile)
-_SECRET_WORDS = ("auth", "key", "token", "secret", "cookie", "password", "signature", "sig")
 
 
 class CalibrationError(Exception):
@@ -139,20 +138,6 @@ def calibration_endpoints(req: CalibrationRequest) -> tuple[EndpointSet, str]:
     return EndpointSet(configs, RUN_REFERENCE, sources), label
 
 
-def public_source(source: str) -> str:
-    """A URL as a profile file may keep it: no ``user:password@``, credential-like query values redacted."""
-    if source.startswith("builtin:"):
-        return source
-    try:
-        parts = urllib.parse.urlsplit(source)
-    except ValueError:
-        return "<unparseable URL>"
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = urllib.parse.urlencode([(k, "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v)
-                                    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)])
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # from a finished run folder to a library
 # ---------------------------------------------------------------------------------------------------------------
@@ -200,9 +185,8 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
                   if v is not None})
     for me in manifest.endpoints:
         lib.endpoints[me.name] = CalibrationEndpoint(
-            source=public_source(me.source), model=me.model, builtin=me.builtin, api_key_env=me.api_key_env,
-            headers={k: "<redacted>" if any(w in k.lower() for w in _SECRET_WORDS) else v
-                     for k, v in me.headers.items()},
+            source=public_url(me.source), model=me.model, builtin=me.builtin, api_key_env=me.api_key_env,
+            headers={k: "<redacted>" if is_secret_header(k) else v for k, v in me.headers.items()},
             extra_body=me.extra_body, stream=me.stream)
     missing: list[str] = []
     for r in summary.results:

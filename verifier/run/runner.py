@@ -40,7 +40,7 @@ from verifier.http.endpoints import (
     check_keys,
     default_endpoints,
 )
-from verifier.http.redaction import URL_USERINFO_MASK, redact_url
+from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_url
 from verifier.kinds.logprob.fingerprint import read_profile_file
 from verifier.records import EndpointConfig
 from verifier.run.errors import InputError, RunFailed
@@ -318,16 +318,11 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _is_secret_header(name: str) -> bool:
-    h = name.lower()
-    return any(s in h for s in ("auth", "key", "token", "secret", "cookie", "password"))
-
-
 def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
     out = []
     for e in eps.endpoints:
         spec = eps.builtin(e.name)
-        headers = {k: (REDACTED if _is_secret_header(k) else v) for k, v in e.headers.items()}
+        headers = {k: (REDACTED if is_secret_header(k) else v) for k, v in e.headers.items()}
         out.append(ManifestEndpoint(  # URL userinfo is a secret too: redacted, and --resume asks for --config
             name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
             base_url=redact_url(e.base_url) or "", model=e.model,

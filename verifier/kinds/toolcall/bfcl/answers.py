@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema.validators import validator_for
+from verifier.kinds.toolcall.tool_schemas import validator
 
 OMIT = ""  # BFCL's "this parameter may be left out"
 #: BFCL's converter reads any generic argument (``new ArrayList<Long>(...)``): the usual spellings are options.
@@ -201,7 +201,7 @@ def render_options(options: list[Any], language: str, doc: dict[str, Any]) -> li
 
 
 def _fits(value: Any, schema: dict[str, Any]) -> bool:
-    return not any(True for _ in validator_for(schema)(schema).iter_errors(value))
+    return not any(True for _ in validator(schema).iter_errors(value))
 
 
 def _canonical(options: list[Any], schema: dict[str, Any], required: bool) -> Any:
@@ -247,7 +247,7 @@ def expected_from_answer(answer: dict[str, Any], bfcl_docs: dict[str, dict[str, 
         if value != OMIT:
             arguments[k] = value
     exp = ExpectedAnswer(tool=names[fname], arguments=arguments, options=options)
-    errors = sorted(validator_for(schema)(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    errors = sorted(validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
     undeclared = sorted(set(args) - set(schema.get("properties") or {}))
     if errors:
         err = errors[0]
