@@ -6,7 +6,7 @@ fingerprint of every run whose folder is known, and a link to that run's report.
 
 Why a page of its own: the run report answers "is tonight's endpoint the reference's model?"; a team watching a
 provider for months asks "when did it change?", which needs every run on one axis. History is read through
-``verifier.history``'s public functions (``load_frame``, ``load_runs``, ``load_summary``), so a SQLite file and a
+``verifier.history``'s public functions (``load_points``, ``load_runs``, ``load_summary``), so a SQLite file and a
 PostgreSQL server draw the same page.
 """
 
@@ -23,7 +23,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from verifier.history import DbArg, HistoryError, MetricPoint, describe_db, load_frame, load_runs, load_summary
+from verifier.history import DbArg, HistoryError, MetricPoint, describe_db, load_points, load_runs, load_summary
 from verifier.history.drift import DriftSettings, detect_drift_points
 from verifier.history.gate import metric_info
 from verifier.run.verdict import HEADLINE_METRICS, compute_verdicts
@@ -86,20 +86,9 @@ def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: in
     return f"{f(v)}{'%' if pct else ''}{ci} n={n}"
 
 
-def _nan(v: object) -> float | None:
-    return None if v is None or v != v else float(v)  # noqa: PLR0124 - NaN is the only value unequal to itself
-
-
 def _points(db_path: DbArg) -> list[MetricPoint]:
-    df = load_frame(db_path, basis=None)
-    df = df[df["metric"].isin(DASHBOARD_METRICS)]
-    out = []
-    for r in df.itertuples(index=False):
-        out.append(MetricPoint(run_id=r.run_id, started_at=r.started_at, endpoint=r.endpoint,
-                               is_reference=bool(r.is_reference), suite=r.suite, suite_hash=r.suite_hash, kind=r.kind,
-                               basis=r.basis, metric=r.metric, value=_nan(r.value), ci_low=_nan(r.ci_low),
-                               ci_high=_nan(r.ci_high), n=int(r.n), method=r.method, p_value=_nan(r.p_value)))
-    return out
+    """Every run's headline metrics, as the typed rows drift also reads."""
+    return [p for p in load_points(db_path, basis=None) if p.metric in DASHBOARD_METRICS]
 
 
 def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> dict[tuple[str, str], list[str]]:
