@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ class RawServer:
 
     async def __aenter__(self) -> RawServer:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=4 * 1024 * 1024)
+        if not self.read_requests:  # a fixed small receive window (no autotuning), inherited by accepted sockets
+            self._server.sockets[0].setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -67,7 +70,10 @@ class RawServer:
         self.open_now += 1
         self.max_open = max(self.max_open, self.open_now)
         try:
-            if not self.read_requests:
+            if not self.read_requests:  # take nothing off the socket: the client's writes must stall
+                transport = writer.transport
+                assert isinstance(transport, asyncio.ReadTransport)
+                transport.pause_reading()
                 await asyncio.sleep(3600)
             while True:
                 try:

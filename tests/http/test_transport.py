@@ -74,7 +74,8 @@ async def test_malformed_framing_is_a_classified_record(bad, stream):
 
 
 async def test_server_that_never_reads_is_bounded_by_the_write_timeout():
-    big = {"messages": [{"role": "user", "content": "x" * (16 * 1024 * 1024)}]}  # more than socket buffers hold
+    # more than the client's send buffer can hold (the server reads nothing and keeps a fixed 64 KiB window)
+    big = {"messages": [{"role": "user", "content": "x" * (32 * 1024 * 1024)}]}
     async with RawServer(lambda r, w: asyncio.sleep(0), read_requests=False) as srv, \
             client(srv.url, write_timeout=0.5, timeout=30, max_attempts=1, max_response_bytes=1024) as c:
         t0 = time.perf_counter()
