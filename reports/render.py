@@ -15,14 +15,14 @@ import hashlib
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, write_cards
-from verifier.history import DbArg, describe_db, history_exists, load_frame, load_summary
+from verifier import history as history_store
 from verifier.history.drift import DriftReport, detect_drift
 from verifier.history.gate import DEFAULT_POLICY, Check, GateResult, Policy, evaluate, metric_info
 from verifier.http.redaction import public_url
@@ -30,6 +30,9 @@ from verifier.records import ExchangeRecord, Interval
 from verifier.run.store import RecordStore, RunManifest
 from verifier.run.summary import EndpointSuiteResult, RunSummary, Series, Verdict
 from verifier.run.verdict import VerdictPolicy, compute_verdicts
+
+if TYPE_CHECKING:
+    from verifier.history import DbArg
 
 __all__ = ["VERDICT_COLUMNS", "render_report", "render_html"]
 
@@ -429,8 +432,8 @@ class HistoryView(BaseModel):
 
 def history_view(summary: RunSummary, db_path: DbArg, drift: DriftReport | None) -> HistoryView:
     """History charts for the verdict metrics of this run's endpoints (last 30 runs, same suite)."""
-    df = load_frame(db_path)
-    view = HistoryView(drift=drift, db=describe_db(db_path))  # a server URL without its credentials
+    df = history_store.load_frame(db_path)
+    view = HistoryView(drift=drift, db=history_store.describe_db(db_path))  # a server URL without its credentials
     if df.empty:
         return view
     names = {e.name for e in summary.endpoints}
@@ -497,7 +500,7 @@ def render_html(
 ) -> tuple[str, list[DisclosureCard]]:
     """The report's HTML and the disclosure cards, from typed inputs (no file IO beyond the history db)."""
     policy = policy or DEFAULT_POLICY
-    has_history = db_path is not None and history_exists(db_path)  # a SQLite file or a PostgreSQL URL
+    has_history = db_path is not None and history_store.history_exists(db_path)  # a SQLite file or a PostgreSQL URL
     drift = detect_drift(summary, db_path, policy.drift) if has_history else None
     if drift is None and not policy.allow_drift:
         # Without a history database the report cannot test drift; say so once instead of a warn mark per row.
@@ -553,7 +556,7 @@ def render_html(
 def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None = None) -> Path:
     """Write ``run_dir/report.html`` (and disclosure JSONs) from the run folder; returns the report path."""
     run_dir = Path(run_dir)
-    summary = load_summary(run_dir)
+    summary = RunSummary.read(run_dir)
     records: list[ExchangeRecord] = []
     manifest = None
     if (run_dir / "records.jsonl").exists():

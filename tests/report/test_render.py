@@ -182,10 +182,10 @@ def test_history_section_with_db(tmp_path: Path) -> None:
 
 
 def test_bad_summary_is_one_clear_line(tmp_path: Path) -> None:
-    from verifier.history import HistoryError
+    from verifier.run.summary import SummaryFileError
 
     (tmp_path / "summary.json").write_text('{"run_id": 5}')
-    with pytest.raises(HistoryError, match=r"summary\.json: field "):
+    with pytest.raises(SummaryFileError, match=r"summary\.json: field run_id: "):
         render_report(tmp_path)
 
 

@@ -14,12 +14,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reports.render import render_report
-from verifier.history import DbArg, HistoryError, default_location, describe_db, index_run
+from verifier import history as history_store
+from verifier.history import HistoryError
 from verifier.run.merge import MergeSettings, merge_runs
 from verifier.run.runner import RunOutcome, RunSettings, execute_run
 from verifier.run.store import _first_line
+
+if TYPE_CHECKING:
+    from verifier.history import DbArg
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +90,16 @@ def render(run_dir: Path, db: DbArg = None) -> list[str]:
 def index_history(run_dir: Path, db: DbArg) -> list[str]:
     """Index the run folder into the history database; a failure is one warning line without credentials."""
     try:
-        index_run(Path(run_dir), db)
+        history_store.index_run(Path(run_dir), db)
     except Exception as e:  # noqa: BLE001 - history is an index; the run folder is the record
         # describe_db: a PostgreSQL URL is shown without its credentials
-        return [f"run not indexed into history ({describe_db(db)}): {type(e).__name__}: {_first_line(e)}"]
+        where = history_store.describe_db(db)
+        return [f"run not indexed into history ({where}): {type(e).__name__}: {_first_line(e)}"]
     return []
 
 
 def _default_db() -> DbArg:
     try:
-        return default_location()  # $VERIFIER_DB (path or URL) or the default file
+        return history_store.default_location()  # $VERIFIER_DB (path or URL) or the default file
     except HistoryError:
         return None

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from verifier.history import HistoryError, describe_db, history_exists, index_run, load_frame, load_summary, resolve_db
+from verifier import history as history_store
+from verifier.history import HistoryError
 from verifier.history.drift import DriftReport, detect_drift
 from verifier.history.gate import DEFAULT_POLICY, Policy, PolicyError, evaluate, load_policy, to_junit, to_markdown
 
@@ -73,14 +74,14 @@ def history(
     if ctx.invoked_subcommand is not None:
         return
     try:
-        df = load_frame(db, endpoint=endpoint, metric=metric, suite=suite)
+        df = history_store.load_frame(db, endpoint=endpoint, metric=metric, suite=suite)
     except HistoryError as exc:
         _die(str(exc))
     if df.empty:
         _out.print("no matching rows in the history database", markup=False)
         return
     df = df.tail(last)
-    table = Table(title=Text(f"history: {describe_db(db)}"))
+    table = Table(title=Text(f"history: {history_store.describe_db(db)}"))
     for col in ("started", "run", "endpoint", "suite", "metric", "value", "95% CI", "n"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for row in df.itertuples(index=False):
@@ -101,17 +102,17 @@ def index(
 ) -> None:
     """Add (or re-add) a run folder to the history database."""
     try:
-        n = index_run(run_dir, db)
+        n = history_store.index_run(run_dir, db)
     except HistoryError as exc:
         _die(str(exc))
-    _out.print(f"indexed {n} metric rows from {run_dir} into {describe_db(db)}", markup=False)
+    _out.print(f"indexed {n} metric rows from {run_dir} into {history_store.describe_db(db)}", markup=False)
 
 
 def _drift_for(run_dir: Path, db: str | None, policy: Policy) -> DriftReport | None:
-    loc = resolve_db(db)  # a bad --db is an error here, not "no history"
+    loc = history_store.resolve_db(db)  # a bad --db is an error here, not "no history"
     if not loc.exists():
         return None
-    return detect_drift(load_summary(run_dir), loc, policy.drift)
+    return detect_drift(history_store.load_summary(run_dir), loc, policy.drift)
 
 
 @history_app.command("drift")
@@ -127,7 +128,7 @@ def drift(
     except HistoryError as exc:
         _die(str(exc))
     if rep is None:
-        _die(f"{describe_db(db)}: no history database here")
+        _die(f"{history_store.describe_db(db)}: no history database here")
     table = Table(title=Text(f"drift: run {rep.run_id}"))
     for col in ("endpoint", "suite", "metric", "basis", "tonight", "history mean", "sd", "runs", "adj. p", "drift"):
         table.add_column(col)
@@ -152,8 +153,8 @@ def report(
 
     pol = _policy(policy, default=None)
     try:
-        loc = resolve_db(db)
-        if not history_exists(loc):
+        loc = history_store.resolve_db(db)
+        if not history_store.history_exists(loc):
             _die(f"{loc}: no history database here")
         out = render_report(run_dir, db_path=loc, policy=pol)
     except HistoryError as exc:
@@ -172,8 +173,8 @@ def dashboard(
 
     pol = _policy(policy)
     try:
-        if not history_exists(db):
-            _die(f"{describe_db(db)}: no history database here")
+        if not history_store.history_exists(db):
+            _die(f"{history_store.describe_db(db)}: no history database here")
         written = render_dashboard(db, out, pol.drift.model_copy(update={"metrics": DASHBOARD_METRICS}))
     except HistoryError as exc:
         _die(str(exc))
@@ -194,7 +195,7 @@ def gate(
     """Judge a run against a policy: exit 0 pass, 1 fail, 2 error (bad policy or run folder)."""
     pol = _policy(policy)
     try:
-        summary = load_summary(run_dir)
+        summary = history_store.load_summary(run_dir)
         rep = _drift_for(run_dir, db, pol) if not pol.allow_drift else None
     except HistoryError as exc:
         _die(str(exc))

@@ -20,8 +20,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from verifier import history as history_store
 from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
-from verifier.history import HistoryError, default_location, describe_db, history_exists
+from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.merge import MergeSettings
@@ -216,8 +217,9 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.
     """Re-render report.html from a run folder, without any network access."""
     if not (run_dir / "summary.json").exists():
         _fail(f"{run_dir}: no summary.json; not a finished run folder", 2)
-    if db is not None and not history_exists(db):
-        _fail(f"--db {describe_db(db)}: no such history database", 2)  # never the raw URL: it may carry a password
+    if db is not None and not history_store.history_exists(db):
+        # describe_db: never the raw URL, it may carry a password
+        _fail(f"--db {history_store.describe_db(db)}: no such history database", 2)
     history_db = None if no_history else (db or _existing_default_db())
     warnings = render(run_dir, history_db)
     if warnings:
@@ -228,7 +230,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.
 def _existing_default_db() -> Any:
     """The default history (``$VERIFIER_DB`` path or URL, else the default file) when there is one."""
     try:
-        loc = default_location()
+        loc = history_store.default_location()
     except HistoryError as e:
         _fail(str(e), 2)
     return loc if loc.exists() else None

@@ -14,24 +14,51 @@ else ``~/.local/share/verifier/history.sqlite``.
 Modules: ``location`` (path or URL, credential-free display), ``schema`` (tables, migrations), ``engine``
 (connections, transactions, errors), ``indexing`` (writes), ``queries`` (reads), ``model`` (typed records).
 Every public function takes ``db`` as ``None`` (the default), a path, a URL string or a ``HistoryLocation``.
+Callers that may not touch a database (a run with ``--no-history``, its report) hold the package, not its names
+(``from verifier import history as history_db``), so SQLAlchemy is imported only when a database is used.
 """
 
 from __future__ import annotations
 
-from verifier.history.indexing import index_run, index_summary, load_summary
-from verifier.history.location import (
-    DbArg,
-    HistoryLocation,
-    default_db_path,
-    default_location,
-    describe_db,
-    history_exists,
-    redact_db_text,
-    resolve_db,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from verifier.history.model import HistoryError, MetricPoint, RunEntry
-from verifier.history.queries import load_frame, load_points, load_runs
-from verifier.history.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from verifier.history.indexing import index_run, index_summary, load_summary
+    from verifier.history.location import (
+        DbArg,
+        HistoryLocation,
+        default_db_path,
+        default_location,
+        describe_db,
+        history_exists,
+        redact_db_text,
+        resolve_db,
+    )
+    from verifier.history.queries import load_frame, load_points, load_runs
+    from verifier.history.schema import SCHEMA_VERSION
+
+#: public name -> the module that defines it, imported on first use (PEP 562): every one of them needs
+#: SQLAlchemy, whose import costs a few hundred ms that ``verifier run --no-history`` and its report never use.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("index_run", "index_summary", "load_summary"), "indexing"),
+    **dict.fromkeys(("DbArg", "HistoryLocation", "default_db_path", "default_location", "describe_db",
+                     "history_exists", "redact_db_text", "resolve_db"), "location"),
+    **dict.fromkeys(("load_frame", "load_points", "load_runs"), "queries"),
+    "SCHEMA_VERSION": "schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -26,14 +26,18 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from verifier.history import DbArg, MetricPoint, load_points
+from verifier import history as history_db
+from verifier.history.model import MetricPoint
 from verifier.records import Interval
 from verifier.run.summary import RunSummary
 from verifier.stats.multiple import adjust_pvalues
+
+if TYPE_CHECKING:
+    from verifier.history import DbArg
 
 __all__ = [
     "DEFAULT_EXCLUDED",
@@ -245,5 +249,5 @@ def detect_drift(summary: RunSummary, db_path: DbArg, settings: DriftSettings | 
     the default database). Only the run's own endpoints' rows are read: a shared history holds many more.
     """
     endpoints = sorted({r.endpoint for r in summary.results})
-    history = load_points(db_path, basis=None, endpoints=endpoints)
+    history = history_db.load_points(db_path, basis=None, endpoints=endpoints)
     return detect_drift_points(summary.run_id, _current_points(summary), history, settings)

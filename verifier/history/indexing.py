@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -21,24 +20,17 @@ from verifier.history.engine import connect_for_write
 from verifier.history.location import DbArg, resolve_db
 from verifier.history.model import HistoryError
 from verifier.history.schema import metrics, runs
-from verifier.run.summary import RunSummary
+from verifier.run.summary import RunSummary, SummaryFileError
 
 __all__ = ["index_run", "index_summary", "load_summary", "metric_rows"]
 
 
 def load_summary(run_dir: Path) -> RunSummary:
     """Read ``run_dir/summary.json`` into a RunSummary, with a one-line error naming the file and field."""
-    path = Path(run_dir) / "summary.json"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise HistoryError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    try:
-        return RunSummary.model_validate_json(text)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        raise HistoryError(f"{path}: field {loc}: {err['msg']}") from exc
+        return RunSummary.read(run_dir)
+    except SummaryFileError as exc:
+        raise HistoryError(str(exc)) from exc
 
 
 def metric_rows(summary: RunSummary) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import load_suite
 from verifier.run.runner import RunSettings, execute_run
 from verifier.run.store import RunManifest, StoreError
-from verifier.run.summary import RunSummary
+from verifier.run.summary import RunSummary, SummaryFileError
 
 RUN_REFERENCE = "reference"  # the reference's name inside the calibration run (its label names the A/A profile)
 
@@ -158,9 +158,9 @@ def library_from_run(run_dir: Path, *, suite: str | None = None,
     if not path.is_file():
         raise CalibrationError(f"{path}: no summary.json; the run did not finish (continue it with --resume {run_dir})")
     try:
-        summary = RunSummary.model_validate_json(path.read_bytes())
-    except ValueError as e:
-        raise CalibrationError(f"{path}: unreadable summary ({str(e).splitlines()[0]})") from None
+        summary = RunSummary.read(run_dir)
+    except SummaryFileError as e:
+        raise CalibrationError(str(e)) from None
     logprob = [m for m in summary.suites if m.kind == "logprob" and (suite is None or m.name == suite)]
     if len(logprob) != 1:
         names = [m.name for m in summary.suites if m.kind == "logprob"]

@@ -41,7 +41,7 @@ from verifier.run.runner import (
 )
 from verifier.run.shard import Shard, ShardSpecError, case_key, shard_of
 from verifier.run.store import ManifestEndpoint, RecordStore, RunManifest, StoreError
-from verifier.run.summary import RunSummary
+from verifier.run.summary import RunSummary, SummaryFileError
 
 #: ManifestEndpoint fields that do not change what an endpoint is asked, so shards may differ in them.
 PACING_FIELDS = ("rate", "concurrency")
@@ -129,11 +129,10 @@ def read_shard(run_dir: Path) -> ShardRun:
     if manifest.status != "completed":
         raise InputError(f"{run_dir}: shard {label} did not complete (status {manifest.status}); "
                          f"finish it with: verifier run --resume {run_dir}")
-    path = run_dir / "summary.json"
     try:
-        summary = RunSummary.model_validate_json(path.read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"{path}: unreadable summary ({str(e).splitlines()[0]})") from None
+        summary = RunSummary.read(run_dir)
+    except SummaryFileError as e:
+        raise InputError(str(e)) from None
     return ShardRun(dir=run_dir, manifest=manifest, summary=summary, shard=shard)
 
 

@@ -9,9 +9,10 @@ additive; bump ``SCHEMA_VERSION`` on any breaking change.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from verifier.records import Interval, SuiteManifest
 
@@ -136,6 +137,10 @@ class Verdict(BaseModel):
     rule: str = "docs/verdict.md"
 
 
+class SummaryFileError(ValueError):
+    """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
+
+
 class RunSummary(BaseModel):
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -150,6 +155,21 @@ class RunSummary(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunSummary:
+        """``run_dir/summary.json``, or a :class:`SummaryFileError` naming the file and the first bad field."""
+        path = Path(run_dir) / "summary.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SummaryFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+            raise SummaryFileError(f"{path}: field {loc}: {err['msg']}") from exc
 
     def result(self, endpoint: str, suite: str) -> EndpointSuiteResult | None:
         for r in self.results:
