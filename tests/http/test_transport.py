@@ -7,6 +7,7 @@ hold its own case's reply, and every request the server received must be counted
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 
@@ -160,3 +161,22 @@ async def test_redirect_is_recorded_with_status_and_location_never_followed():
         ex = await c.chat(BODY)
     assert ex.status == 307 and ex.error_class == "redirect" and ex.attempts == 1 == len(srv.requests)
     assert "HTTP 307" in ex.error_message and "https://other.example/v1/chat/completions" in ex.error_message
+
+
+@pytest.mark.parametrize("library_transport", [True, False])
+async def test_url_userinfo_is_sent_as_basic_credentials_on_either_transport(library_transport):
+    """Requests go straight to the aiohttp transport, past ``AsyncClient.send``, which is where httpx turns URL
+    userinfo into Basic credentials: the stack must add them itself, exactly as httpx's own path does."""
+
+    async def reply(req: RawRequest, w: asyncio.StreamWriter) -> None:
+        w.write(http_response(200, completion("ok")))
+
+    async with RawServer(reply) as srv:
+        url = srv.url.replace("http://", "http://alice:s%40cret@")
+        async with EndpointClient(cfg(url), library_transport=library_transport) as c:
+            ex = await c.chat(BODY)
+        async with EndpointClient(cfg(srv.url), api_key="k-123", library_transport=library_transport) as c:
+            keyed = await c.chat(BODY)
+    assert ex.ok and keyed.ok
+    basic = base64.b64encode(b"alice:s@cret").decode()
+    assert [r.headers.get("authorization") for r in srv.requests] == [f"Basic {basic}", "Bearer k-123"]

@@ -48,7 +48,7 @@ from verifier.http.parse import (
     _StreamAccumulator,
     _usage_dict,
 )
-from verifier.http.stack import MalformedHTTP, build_client
+from verifier.http.stack import HttpStack, MalformedHTTP
 from verifier.records import EndpointConfig, Exchange
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -139,7 +139,7 @@ class EndpointClient:
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
-        self._http: httpx.AsyncClient | None = None
+        self._http: HttpStack | None = None
         self._sem = asyncio.Semaphore(max(1, config.concurrency))
         self._throttle = _throttler(config.rate)
         self.backoff_base = backoff_base
@@ -164,13 +164,13 @@ class EndpointClient:
         connect = min(c.connect_timeout, c.timeout)
         return httpx.Timeout(connect=connect, read=c.read_timeout, write=min(c.write_timeout, c.timeout), pool=connect)
 
-    def _open(self) -> httpx.AsyncClient:
+    def _open(self) -> HttpStack:
         if self._http is None:
             n = max(1, self.config.concurrency)
-            self._http = build_client(base_url=self.config.base_url, headers=self._headers, timeout=self._timeouts(),
-                                      limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
-                                      library_transport=self._library_transport)
-            self._http.cookies.jar = _NoCookies()
+            self._http = HttpStack(base_url=self.config.base_url, headers=self._headers, timeout=self._timeouts(),
+                                   limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                                   library_transport=self._library_transport)
+            self._http.client.cookies.jar = _NoCookies()
         return self._http
 
     async def aclose(self) -> None:
@@ -188,7 +188,7 @@ class EndpointClient:
         name = self.config.name
         try:
             async with asyncio.timeout(self.config.timeout):
-                http = self._open()
+                http = self._open().client
                 r = await http.send(http.build_request("GET", self._base + "/models"), stream=True)
                 try:
                     raw = await self._read_capped(r)
@@ -318,7 +318,7 @@ class EndpointClient:
             fields["response"] = fields["response"] if isinstance(fields["response"], dict) else None
             return Exchange.model_validate(fields)
 
-    async def _attempt(self, http: httpx.AsyncClient, url: httpx.URL, payload: bytes, stream: bool, chat: bool,
+    async def _attempt(self, http: HttpStack, url: httpx.URL, payload: bytes, stream: bool, chat: bool,
                        t0: float) -> tuple[dict, float | None]:
         """One try, bounded by every deadline; always a dict of Exchange fields (plus a Retry-After or None)."""
         cfg = self.config
@@ -362,8 +362,8 @@ class EndpointClient:
         """The request, built directly: ``AsyncClient.build_request`` re-parses the URL every time (~0.1 ms)."""
         if self._request_headers is None:
             http = self._open()
-            self._request_headers = list(http.headers.multi_items())
-            self._timeout_ext = http.timeout.as_dict()
+            self._request_headers = http.request_headers(url)
+            self._timeout_ext = http.client.timeout.as_dict()
         headers = [*self._request_headers, ("content-length", str(len(body.payload)))]  # a length, not chunked
         if accept:
             headers = [(k, accept if k.lower() == "accept" else v) for k, v in headers]
@@ -418,9 +418,9 @@ class EndpointClient:
         out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
         return out
 
-    async def _plain_once(self, http: httpx.AsyncClient, url: httpx.URL, body: TimedBody, chat: bool,
+    async def _plain_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, chat: bool,
                           state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body), stream=True)
+        r = await http.send(self._post(url, body))
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
@@ -437,9 +437,9 @@ class EndpointClient:
             return {"status": r.status_code, "response": data}
         return _from_completion(r.status_code, data)
 
-    async def _stream_once(self, http: httpx.AsyncClient, url: httpx.URL, body: TimedBody, t0: float,
+    async def _stream_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, t0: float,
                            state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body, "text/event-stream"), stream=True)
+        r = await http.send(self._post(url, body, "text/event-stream"))
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
