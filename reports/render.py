@@ -21,6 +21,7 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
+from reports.chart_worker import ChartDrawer, ChartJob
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, write_cards
 from verifier import history as history_store
 from verifier.history.drift import DriftReport, detect_drift
@@ -139,6 +140,24 @@ class Chart(BaseModel):
     title: str
     svg: str
     caption: str = ""
+
+
+class ChartJobs:
+    """The charts of one report: drawn by a :class:`ChartDrawer` (perhaps in its worker process while the rest
+    of the page is built), their SVG filled in by :meth:`collect` before the template renders."""
+
+    def __init__(self, drawer: ChartDrawer) -> None:
+        self._drawer = drawer
+        self._jobs: list[tuple[Chart, ChartJob]] = []
+
+    def chart(self, id: str, title: str, caption: str, draw: Any, *args: Any) -> Chart:
+        chart = Chart(id=id, title=title, svg="", caption=caption)
+        self._jobs.append((chart, self._drawer.submit(draw, *args)))
+        return chart
+
+    def collect(self) -> None:
+        for chart, job in self._jobs:
+            chart.svg = job.result()
 
 
 class DisagreementView(BaseModel):
@@ -265,7 +284,8 @@ def _colours(summary: RunSummary) -> dict[str, str]:
     return charts.colour_map(_ordered([e.name for e in summary.endpoints], summary.reference))
 
 
-def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRecord], gate: GateResult) -> SuiteSection:
+def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRecord], gate: GateResult,
+                  jobs: ChartJobs) -> SuiteSection:
     manifest = summary.suites[suite_idx]
     results = [r for r in summary.results if r.suite == manifest.name]
     endpoints = _ordered([r.endpoint for r in results], summary.reference)
@@ -307,9 +327,8 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
         if len(rows_) == 1:  # one dot on an axis says less than the table row it repeats
             continue
         if rows_:
-            chart_list.append(Chart(id=f"{slug}-{suffix}", title=title,
-                                    svg=charts.rates_chart(rows_, f"{slug}-{suffix}", colours),
-                                    caption="Dot = estimate, bar = 95% CI; n = denominator."))
+            chart_list.append(jobs.chart(f"{slug}-{suffix}", title, "Dot = estimate, bar = 95% CI; n = denominator.",
+                                         charts.rates_chart, rows_, f"{slug}-{suffix}", colours))
     series_names = list(dict.fromkeys(s.name for e in endpoints for s in by_ep[e].series if s.x))
     for j, name in enumerate(series_names):
         per: dict[str, Series] = {}
@@ -321,10 +340,10 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
         if not _informative(per):
             sentences.append(_series_sentence(name, per))
             continue
-        chart_list.append(Chart(id=cid, title=charts.series_title(name),
-                                svg=charts.series_chart(name, per, cid, colours),
-                                caption="Shaded band = 95% CI where the scoring code provided one; dashed = an "
-                                        "upper line named on the y axis (e.g. the cache bound)."))
+        chart_list.append(jobs.chart(cid, charts.series_title(name),
+                                     "Shaded band = 95% CI where the scoring code provided one; dashed = an "
+                                     "upper line named on the y axis (e.g. the cache bound).",
+                                     charts.series_chart, name, per, cid, colours))
     lat = _latencies(records, manifest.name)
     if any(lat.values()) and not any(len(set(v)) >= 5 for v in lat.values()):
         sentences.append("Latency: " + "; ".join(
@@ -332,9 +351,9 @@ def suite_section(summary: RunSummary, suite_idx: int, records: list[ExchangeRec
             + " (too few requests for a distribution chart).")
     elif any(lat.values()):
         lat = {e: lat[e] for e in _ordered(list(lat), summary.reference)}
-        chart_list.append(Chart(id=f"{slug}-latency", title="Latency distribution",
-                                svg=charts.latency_chart(lat, f"{slug}-latency", colours),
-                                caption="Empirical CDF of successful requests' total latency, from records.jsonl."))
+        chart_list.append(jobs.chart(f"{slug}-latency", "Latency distribution",
+                                     "Empirical CDF of successful requests' total latency, from records.jsonl.",
+                                     charts.latency_chart, lat, f"{slug}-latency", colours))
     notes = [(e, n) for e in endpoints for n in by_ep[e].notes]
     counts = [(e, k, v) for e in endpoints for k, v in sorted(by_ep[e].counts.items())]
     dcounts = [DisagreementCount(endpoint=e, total=len(by_ep[e].disagreements),
@@ -430,7 +449,7 @@ class HistoryView(BaseModel):
     db: str = ""
 
 
-def history_view(summary: RunSummary, db_path: DbArg, drift: DriftReport | None) -> HistoryView:
+def history_view(summary: RunSummary, db_path: DbArg, drift: DriftReport | None, jobs: ChartJobs) -> HistoryView:
     """History charts for the verdict metrics of this run's endpoints (last 30 runs, same suite)."""
     df = history_store.load_frame(db_path)
     view = HistoryView(drift=drift, db=history_store.describe_db(db_path))  # a server URL without its credentials
@@ -453,9 +472,9 @@ def history_view(summary: RunSummary, db_path: DbArg, drift: DriftReport | None)
                 for e, g in s2.groupby("endpoint", sort=False)
             }
             cid = f"hist{i}-{j}"
-            view.charts.append(Chart(id=cid, title=f"{metric_info(metric).label} over time · {suite}",
-                                     svg=charts.history_chart(pts, metric, cid, _colours(summary)),
-                                     caption=f"{len(runs)} runs from the history database; bars = 95% CI."))
+            view.charts.append(jobs.chart(cid, f"{metric_info(metric).label} over time · {suite}",
+                                          f"{len(runs)} runs from the history database; bars = 95% CI.",
+                                          charts.history_chart, pts, metric, cid, _colours(summary)))
     return view
 
 
@@ -497,8 +516,12 @@ def render_html(
     manifest: Any = None,
     policy: Policy | None = None,
     db_path: DbArg = None,
+    drawer: ChartDrawer | None = None,
 ) -> tuple[str, list[DisclosureCard]]:
-    """The report's HTML and the disclosure cards, from typed inputs (no file IO beyond the history db)."""
+    """The report's HTML and the disclosure cards, from typed inputs (no file IO beyond the history db).
+
+    ``drawer``: where the charts are drawn (a running chart worker); in-process when None.
+    """
     policy = policy or DEFAULT_POLICY
     has_history = db_path is not None and history_store.history_exists(db_path)  # a SQLite file or a PostgreSQL URL
     drift = detect_drift(summary, db_path, policy.drift) if has_history else None
@@ -515,8 +538,9 @@ def render_html(
     hidden = [h for k, h in VERDICT_COLUMNS if (k, h) not in shown]
     headline = [m for m, _ in VERDICT_COLUMNS]
     cards = build_cards(summary, gate, headline, verdicts)
-    sections = [suite_section(summary, i, records or [], gate) for i in range(len(summary.suites))]
-    hist = history_view(summary, db_path, drift) if has_history else None
+    jobs = ChartJobs(drawer or ChartDrawer())
+    sections = [suite_section(summary, i, records or [], gate, jobs) for i in range(len(summary.suites))]
+    hist = history_view(summary, db_path, drift, jobs) if has_history else None
     script, script_hash = _script()
     endpoints = [
         {"name": e.name, "url": public_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
@@ -527,7 +551,9 @@ def render_html(
     env.filters["fingerprint"] = fingerprint_text
     env.filters["gid"] = glossary_id
     env.filters["in_glossary"] = lambda m: _glossary_key(m) in GLOSSARY
-    html = env.get_template("report.html.j2").render(
+    template = env.get_template("report.html.j2")  # compiled while the worker (if any) draws
+    jobs.collect()
+    html = template.render(
         s=summary,
         endpoints=endpoints,
         columns=VERDICT_COLUMNS,
@@ -553,8 +579,13 @@ def render_html(
     return html, cards
 
 
-def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None = None) -> Path:
-    """Write ``run_dir/report.html`` (and disclosure JSONs) from the run folder; returns the report path."""
+def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None = None,
+                  drawer: ChartDrawer | None = None) -> Path:
+    """Write ``run_dir/report.html`` (and disclosure JSONs) from the run folder; returns the report path.
+
+    ``drawer``: a :class:`ChartDrawer` whose worker process draws the charts (``verifier run`` starts one
+    before it measures); None draws them in-process.
+    """
     run_dir = Path(run_dir)
     summary = RunSummary.read(run_dir)
     records: list[ExchangeRecord] = []
@@ -563,7 +594,8 @@ def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None
         records = RecordStore(run_dir / "records.jsonl").read()
     if (run_dir / "manifest.json").exists():
         manifest = RunManifest.load(run_dir)
-    html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path)
+    html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path,
+                              drawer=drawer)
     write_cards(run_dir, cards)
     out = run_dir / "report.html"
     tmp = run_dir / "report.html.tmp"

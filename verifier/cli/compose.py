@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reports.chart_worker import ChartDrawer
 from reports.render import render_report
 from verifier import history as history_store
 from verifier.history import HistoryError
@@ -40,16 +41,22 @@ class Publish:
 
 
 def run_and_publish(settings: RunSettings, publish_to: Publish) -> RunOutcome:
-    """``verifier run``: measure, then index and render. A shard is never indexed (its figures cover 1/N)."""
-    outcome = execute_run(settings)
-    history = publish_to.history
-    shard = outcome.summary.settings.get("shard")
-    if shard and history:
-        # a shard's figures cover 1/N of each suite: beside whole runs in history they would read as drift
-        outcome.warnings.append(f"shard {shard} not indexed into history; `verifier merge` indexes the merged run")
-        history = False
-    outcome.warnings += publish(outcome.run_dir, Publish(history=history, db=publish_to.db,
-                                                         render=publish_to.render))
+    """``verifier run``: measure, then index and render. A shard is never indexed (its figures cover 1/N).
+
+    The chart worker starts before measuring, so matplotlib is imported on another core while the run
+    sends requests (:mod:`reports.chart_worker`); it is started before the run's event loop and threads exist.
+    """
+    with ChartDrawer(worker=publish_to.render) as drawer:
+        outcome = execute_run(settings)
+        history = publish_to.history
+        shard = outcome.summary.settings.get("shard")
+        if shard and history:
+            # a shard's figures cover 1/N of each suite: beside whole runs in history they would read as drift
+            outcome.warnings.append(f"shard {shard} not indexed into history; "
+                                    "`verifier merge` indexes the merged run")
+            history = False
+        outcome.warnings += publish(outcome.run_dir, Publish(history=history, db=publish_to.db,
+                                                             render=publish_to.render), drawer)
     return outcome
 
 
@@ -60,7 +67,7 @@ def merge_and_publish(settings: MergeSettings, publish_to: Publish) -> RunOutcom
     return outcome
 
 
-def publish(run_dir: Path, publish_to: Publish) -> list[str]:
+def publish(run_dir: Path, publish_to: Publish, drawer: ChartDrawer | None = None) -> list[str]:
     """Index the finished run into history, then render report.html; returns warnings (never raises)."""
     warnings: list[str] = []
     # index first, so the report can chart this run beside the endpoint's history and test drift
@@ -71,15 +78,15 @@ def publish(run_dir: Path, publish_to: Publish) -> list[str]:
         if not problems:
             history_db = publish_to.db or _default_db()
     if publish_to.render:
-        warnings += render(run_dir, history_db)
+        warnings += render(run_dir, history_db, drawer)
     return warnings
 
 
-def render(run_dir: Path, db: DbArg = None) -> list[str]:
+def render(run_dir: Path, db: DbArg = None, drawer: ChartDrawer | None = None) -> list[str]:
     """Write report.html (with the history section when ``db`` is given); a renderer bug is a warning, never a
-    lost run."""
+    lost run. ``drawer``: the chart worker to draw with (in-process when None)."""
     try:
-        render_report(Path(run_dir), db_path=db)
+        render_report(Path(run_dir), db_path=db, drawer=drawer)
     except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
         log.exception("report rendering failed")
         return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "
