@@ -591,7 +591,7 @@ def render_report(run_dir: Path, *, db_path: DbArg = None, policy: Policy | None
     records: list[ExchangeRecord] = []
     manifest = None
     if (run_dir / "records.jsonl").exists():
-        records = RecordStore(run_dir / "records.jsonl").read()
+        records = RecordStore(run_dir / "records.jsonl", read_only=True).read()
     if (run_dir / "manifest.json").exists():
         manifest = RunManifest.load(run_dir)
     html, cards = render_html(summary, records=records, manifest=manifest, policy=policy, db_path=db_path,

@@ -127,3 +127,17 @@ def test_read_filter_does_not_skip_lines_written_with_other_spacing(tmp_path):
                     + rec("c2").model_dump_json() + "\n" + rec("c3", suite="other").model_dump_json() + "\n")
     assert ", " in path.read_text().splitlines()[0]
     assert [r.case_id for r in RecordStore(path).read(suite="s", kind="toolcall")] == ["c1", "c2"]
+
+
+def test_a_read_only_store_reads_each_line_once_and_refuses_appends(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(rec("c1").model_dump_json() + "\n{garbage\n" + rec("c2").model_dump_json() + "\n")
+    reader = RecordStore(path, read_only=True)  # no key scan at open: the corrupt line is found by read()
+    with pytest.raises(StoreError, match=r"r\.jsonl:2"):
+        reader.read()
+    path.write_text(rec("c1").model_dump_json() + "\n" + rec("c2").model_dump_json() + "\n")
+    reader = RecordStore(path, read_only=True)
+    assert [r.case_id for r in reader.read()] == ["c1", "c2"] and len(reader) == 2
+    with pytest.raises(StoreError, match="opened read-only"):
+        reader.append(rec("c3"))
+    assert path.read_text().count("\n") == 2

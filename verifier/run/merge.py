@@ -217,7 +217,7 @@ def merged_records(shards: list[ShardRun], loaded: list[tuple[str, Any, Any]]) -
     for s in shards:
         path = s.dir / "records.jsonl"
         try:
-            records = RecordStore(path).read() if path.exists() else []
+            records = RecordStore(path, read_only=True).read() if path.exists() else []
         except StoreError as e:
             raise InputError(str(e)) from None
         for rec in records:

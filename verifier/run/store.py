@@ -47,7 +47,7 @@ class RecordStore:
     with the first line of each key only: see :meth:`duplicates_on_read`.
     """
 
-    def __init__(self, path: Path, *, fsync_interval_s: float = 1.0) -> None:
+    def __init__(self, path: Path, *, fsync_interval_s: float = 1.0, read_only: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -56,12 +56,23 @@ class RecordStore:
         self.duplicates_dropped = 0
         self.torn_bytes_trimmed = 0
         self._read_duplicates: Counter[tuple[str, str]] = Counter()
-        self._keys: set[tuple] = set(self._scan_keys())
+        self.read_only = read_only
+        # a writer needs every key on disk before its first append; a reader (the report, a merge) parses each
+        # line once, in read(), and builds the key set only if asked (done_keys, len)
+        self._key_set: set[tuple] | None = None if read_only else set(self._scan_keys())
         self._fh: Any = None  # opened on the first append, so readers (report, scoring) never hold a write handle
+
+    @property
+    def _keys(self) -> set[tuple]:
+        if self._key_set is None:
+            self._key_set = set(self._scan_keys())
+        return self._key_set
 
     # writing ---------------------------------------------------------------------------------------------
     def append(self, record: ExchangeRecord) -> None:
         """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks."""
+        if self.read_only:
+            raise StoreError(f"{self.path}: opened read-only")
         key = record.key()
         line = record_line(record)
         with self._lock:
