@@ -16,8 +16,10 @@ raised to the caller as it would be in-process.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -29,13 +31,25 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
 #: How long a chart may take in the worker before it is drawn in-process instead (a stuck worker never hangs a run).
 WAIT_S = 60.0
 
 
-def _ignore_interrupts() -> None:
-    """In the worker: Ctrl-C is the run's to handle (it stops the worker), not a traceback from the worker."""
+def _prepare_worker(parent_pid: int) -> None:
+    """In the worker, first thing: it dies with the run, and Ctrl-C is the run's to handle.
+
+    Why: a run killed with ``kill -9`` cannot stop its worker, and the worker, blocked on a queue whose write
+    end it inherited, would wait forever; Linux's parent-death signal kills it with the run (and a run already
+    gone by now is caught by the pid check). SIGINT is ignored because the terminal sends Ctrl-C to the whole
+    process group: the run handles it and stops the worker, without a traceback from the worker.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(0)
 
 
 def _warm_up() -> None:
@@ -78,7 +92,7 @@ class ChartDrawer:
             before = {p.pid for p in multiprocessing.active_children()}
             try:
                 self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
-                                                 initializer=_ignore_interrupts)
+                                                 initializer=_prepare_worker, initargs=(os.getpid(),))
                 self._pool.submit(_warm_up)  # forks the worker now, before the run starts its event loop
             except (OSError, ValueError, RuntimeError) as e:  # no fork here, or no process to spare
                 log.warning("chart worker not started (%s); charts are drawn in-process", e)

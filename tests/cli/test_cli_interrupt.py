@@ -1,5 +1,6 @@
-"""Ctrl-C in a real ``verifier run`` process: one line on stderr, exit 130, records kept, and no process left
-behind (the run forks a chart worker before it measures; the terminal sends SIGINT to the whole group)."""
+"""Ctrl-C or ``kill -9`` of a real ``verifier run`` process leaves no process behind (the run forks a chart
+worker before it measures): Ctrl-C gives one line on stderr and exit 130, and the terminal sends it to the whole
+process group; ``kill -9`` reaches the run alone, and its worker must die with it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def _group_members(pgid: int) -> list[str]:
     return out.split()
 
 
-def test_ctrl_c_stops_the_run_and_its_chart_worker(tmp_path: Path, scripted_server) -> None:
+def _start_slow_run(tmp_path: Path, scripted_server) -> tuple[subprocess.Popen, Path]:
+    """A run in its own process group, returned once it is measuring (records on disk, chart worker forked)."""
     srv = scripted_server(lambda body, ctx: Reply(content="slow", delay_s=0.5))
     suite = tmp_path / "s.jsonl"
     suite.write_text("\n".join(CORE.read_text().splitlines()[:200]) + "\n")
@@ -28,13 +30,21 @@ def test_ctrl_c_stops_the_run_and_its_chart_worker(tmp_path: Path, scripted_serv
     p = subprocess.Popen([sys.executable, "-m", "verifier.cli", "run", "--reference", f"ref={srv.base_url}",
                           "--suite", str(suite), "--out", str(out), "--concurrency", "4", "--no-history", "-q"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    records = out / "records.jsonl"
+    while not (records.exists() and records.stat().st_size > 0):
+        if p.poll() is not None or time.monotonic() > deadline:
+            os.killpg(p.pid, signal.SIGKILL)
+            raise AssertionError(f"the run did not start measuring: {p.communicate()[1]}")
+        time.sleep(0.1)
+    assert len(_group_members(p.pid)) == 2  # the run and its chart worker
+    return p, out
+
+
+def test_ctrl_c_stops_the_run_and_its_chart_worker(tmp_path: Path, scripted_server) -> None:
+    p, out = _start_slow_run(tmp_path, scripted_server)
+    records = out / "records.jsonl"
     try:
-        deadline = time.monotonic() + 60
-        records = out / "records.jsonl"
-        while not (records.exists() and records.stat().st_size > 0):  # measuring, chart worker forked
-            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.stderr else ""
-            time.sleep(0.1)
-        assert len(_group_members(p.pid)) == 2  # the run and its chart worker
         os.killpg(p.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         _, err = p.communicate(timeout=60)
     finally:
@@ -45,3 +55,17 @@ def test_ctrl_c_stops_the_run_and_its_chart_worker(tmp_path: Path, scripted_serv
         f"interrupted; records so far are on disk. Continue with: verifier run --resume {out}"], err
     assert records.read_text().count("\n") >= 1
     assert _group_members(p.pid) == []
+
+
+def test_kill_9_of_the_run_takes_its_chart_worker_with_it(tmp_path: Path, scripted_server) -> None:
+    p, _ = _start_slow_run(tmp_path, scripted_server)
+    try:
+        p.kill()  # SIGKILL to the run only: it cannot clean up
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while _group_members(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _group_members(p.pid) == []  # no orphaned worker waiting forever for charts
+    finally:
+        if _group_members(p.pid):
+            os.killpg(p.pid, signal.SIGKILL)
