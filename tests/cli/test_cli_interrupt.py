@@ -16,9 +16,17 @@ from verifier.testing.replies import Reply
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
 
 
-def _group_members(pgid: int) -> list[str]:
-    out = subprocess.run(["ps", "-o", "pid=", "-g", str(pgid)], capture_output=True, text=True, check=False).stdout
-    return out.split()
+def _group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``, read from /proc (no ``ps``: a fresh machine may lack procps)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if int(fields[2]) == pgid and fields[0] != "Z":  # a zombie has exited; its parent just has not reaped it
+            members.append(int(stat.parent.name))
+    return members
 
 
 def _start_slow_run(tmp_path: Path, scripted_server) -> tuple[subprocess.Popen, Path]:
