@@ -54,8 +54,8 @@ class BuiltinSpec:
     page_size: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        d = {"model": self.model, "kv": self.kv, "weights": self.weights, "decode_weights": self.decode_weights,
-             "prefix_cache": self.prefix_cache}
+        d: dict[str, Any] = {"model": self.model, "kv": self.kv, "weights": self.weights,
+                             "decode_weights": self.decode_weights, "prefix_cache": self.prefix_cache}
         if self.page_size is not None:
             d["page_size"] = self.page_size
         return d

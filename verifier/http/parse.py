@@ -176,8 +176,9 @@ def _from_completion(status: int, data: Any) -> dict:
         return {"status": status, "response": data, "error_class": "malformed_response",
                 "error_message": "completion's first choice is not an object", "wire_issues": ["malformed_choice"]}
     choice = data["choices"][0]
-    msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    if not isinstance(choice.get("message"), dict):
+    raw_msg = choice.get("message")
+    msg: dict[str, Any] = raw_msg if isinstance(raw_msg, dict) else {}
+    if not isinstance(raw_msg, dict):
         issues.append("malformed_message")
     raw_calls = msg.get("tool_calls")
     if raw_calls is not None and not isinstance(raw_calls, list):
@@ -188,7 +189,8 @@ def _from_completion(status: int, data: Any) -> dict:
         if not isinstance(tc, dict):
             issues.append("malformed_tool_call")
             continue
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        raw_fn = tc.get("function")
+        fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):
             issues.append(f"tool_call_arguments_not_string:{i}")
@@ -317,7 +319,8 @@ class _StreamAccumulator:
                     self.issues.append(f"tool_call_id_changed:{idx}")
             if tc.get("type"):
                 acc["type"] = _str_or_none(tc["type"])
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            raw_fn = tc.get("function")
+            fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
             raw_name = fn.get("name")
             if raw_name is not None and not isinstance(raw_name, str):
                 self.issues.append(f"tool_call_name_not_string:{idx}")
