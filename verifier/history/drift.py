@@ -56,6 +56,10 @@ DEFAULT_EXCLUDED = (
     "latency_p50_s", "latency_p95_s", "latency_p99_s", "latency_mean_s", "ttft_p50_s", "tokens_per_s", "cache_bound",
 )
 
+#: What a history row measures: the metric itself, or its difference from the reference in the same run.
+Basis = Literal["value", "vs_reference"]
+BASES: tuple[Basis, ...] = ("value", "vs_reference")
+
 
 class DriftSettings(BaseModel):
     """How drift is tested; the ``[drift]`` table of a policy file."""
@@ -66,7 +70,7 @@ class DriftSettings(BaseModel):
     min_history: int = Field(5, ge=2)
     metrics: list[str] | None = None  # None = every metric except ``exclude``
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED))
-    bases: list[Literal["value", "vs_reference"]] = Field(default_factory=lambda: ["value", "vs_reference"])
+    bases: list[Basis] = Field(default_factory=lambda: list(BASES))
 
 
 class DriftTest(BaseModel):
@@ -210,12 +214,12 @@ def detect_drift_points(
         if len(past) < settings.min_history:
             report.untested.append(f"{label}: {len(past)} comparable runs in history, {settings.min_history} needed")
             continue
-        res = series_test(
-            float(p.value),  # type: ignore[arg-type]
-            _se(p.ci_low, p.ci_high),
-            [float(h.value) for h in past],  # type: ignore[arg-type]
-            [_se(h.ci_low, h.ci_high) for h in past],
-        )
+        current_value = p.value
+        if current_value is None:  # never: ``cur`` holds measured points only (this narrows the type)
+            continue
+        past_values = [h.value for h in past if h.value is not None]  # all of them: None was skipped above
+        res = series_test(float(current_value), _se(p.ci_low, p.ci_high), past_values,
+                          [_se(h.ci_low, h.ci_high) for h in past])
         if res is None:
             report.untested.append(f"{label}: history has no variation and no confidence intervals")
             continue
@@ -226,8 +230,8 @@ def detect_drift_points(
                 suite=p.suite,
                 metric=p.metric,
                 basis=p.basis,
-                current=float(p.value),  # type: ignore[arg-type]
-                history_mean=sum(float(h.value) for h in past) / len(past),  # type: ignore[arg-type]
+                current=float(current_value),
+                history_mean=sum(past_values) / len(past_values),
                 history_sd=sd_h,
                 sd_used=sd,
                 n_history=len(past),
@@ -236,9 +240,9 @@ def detect_drift_points(
             )
         )
     adjusted = adjust_pvalues([t.p_value for t in report.tests], settings.method)
-    for t, a in zip(report.tests, adjusted):
-        t.p_adjusted = a
-        t.drift = a <= settings.alpha
+    for test, a in zip(report.tests, adjusted):
+        test.p_adjusted = a
+        test.drift = a <= settings.alpha
     return report
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 import tomllib
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -71,7 +72,12 @@ __all__ = [
 ]
 
 Status = Literal["pass", "warn", "fail", "skip"]
-_RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+_RANK: dict[Status, int] = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+
+
+def _worst(statuses: Iterable[Status]) -> Status | None:
+    """The most severe status (fail > warn > pass > skip), None when there is none."""
+    return max(statuses, key=lambda s: _RANK[s], default=None)
 
 
 @dataclass(frozen=True)
@@ -299,12 +305,11 @@ class GateResult(BaseModel):
 
     @property
     def status(self) -> Status:
-        worst = max((c.status for c in self.checks), key=_RANK.__getitem__, default="pass")
+        worst = _worst(c.status for c in self.checks) or "pass"
         return "pass" if worst == "skip" else worst
 
     def endpoint_status(self, endpoint: str) -> Status | None:
-        mine = [c.status for c in self.checks if c.endpoint == endpoint and c.status != "skip"]
-        return max(mine, key=_RANK.__getitem__) if mine else None
+        return _worst(c.status for c in self.checks if c.endpoint == endpoint and c.status != "skip")
 
     def for_cell(self, endpoint: str, metric: str, suite: str) -> Check | None:
         for c in self.checks:
