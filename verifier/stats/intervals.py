@@ -160,8 +160,8 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> float:
     return float(binomtest(n01, m, 0.5, alternative="two-sided").pvalue)
 
 
-def _as_float_array(values: Sequence[float], what: str) -> np.ndarray:
-    arr = np.asarray(list(values), dtype=float)
+def _as_float_array(values: Sequence[float] | np.ndarray, what: str) -> np.ndarray:
+    arr = np.asarray(values if isinstance(values, np.ndarray) else list(values), dtype=float)
     if arr.ndim != 1:
         raise ValueError(f"{what}: expected a flat sequence of numbers")
     if arr.size and not np.all(np.isfinite(arr)):
@@ -169,7 +169,7 @@ def _as_float_array(values: Sequence[float], what: str) -> np.ndarray:
     return arr
 
 
-def _cluster_codes(clusters: Sequence[Hashable], n: int) -> tuple[np.ndarray, int]:
+def _cluster_codes(clusters: Sequence[Hashable] | np.ndarray, n: int) -> tuple[np.ndarray, int]:
     if len(clusters) != n:
         raise ValueError(f"clusters has {len(clusters)} labels for {n} values")
     index: dict[Hashable, int] = {}
@@ -183,8 +183,8 @@ def _percentile_ci(boot: np.ndarray, confidence: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_mean(values: Sequence[float], clusters: Sequence[Hashable] | None = None, n_boot: int = 2000,
-                   seed: int = 0, confidence: float = 0.95) -> Interval:
+def bootstrap_mean(values: Sequence[float] | np.ndarray, clusters: Sequence[Hashable] | np.ndarray | None = None,
+                   n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> Interval:
     """Mean with a percentile-bootstrap interval; with ``clusters``, whole clusters are resampled.
 
     Cluster resampling matters for agent suites and repeats: steps of one scenario (or repeats of one

@@ -410,7 +410,7 @@ class AgentKind:
             sent = await send_step(conv, chat, request, window=window, max_tokens=opts.max_tokens,
                                    trim_on_error=opts.on_context_error == "trim")
             ex, window = sent.exchange, sent.window
-            if sent.context_retries:
+            if sent.context_retries and window is not None:
                 learned[plan.endpoint] = min(learned.get(plan.endpoint, window), window)
             extra: dict[str, Any] = {
                 "attempt": plan.attempt, "env": scenario.env, "horizon": scenario.horizon,

@@ -188,11 +188,13 @@ def validity_by_step(trials: Sequence[Trial]) -> Series:
         flags = [v for i, v in pairs if lo_e <= i < hi_e]
         if not flags:
             continue
-        iv = stats.rate(flags)
+        bounds = _bounds(stats.rate(flags))
+        if bounds is None:
+            continue
         xs.append(float(lo_e))
-        ys.append(float(iv.value))
-        lows.append(float(iv.low))
-        highs.append(float(iv.high))
+        ys.append(bounds[0])
+        lows.append(bounds[1])
+        highs.append(bounds[2])
     return Series(
         name="step_validity_by_step", x=xs, y=ys, low=lows, high=highs,
         x_label="step index (bin start)", y_label="share of steps with all tool calls valid",
@@ -251,11 +253,10 @@ def _success_by_horizon(trials: Sequence[Trial]) -> Series:
     for t in trials:
         if t.horizon is not None:
             by_h[int(t.horizon)].append(t.success)
-    xs = sorted(by_h)
-    ivs = [stats.rate(by_h[h]) for h in xs]
+    points = [(float(h), b) for h in sorted(by_h) if (b := _bounds(stats.rate(by_h[h]))) is not None]
     return Series(
-        name="task_success_by_horizon", x=[float(h) for h in xs], y=[float(iv.value) for iv in ivs],
-        low=[float(iv.low) for iv in ivs], high=[float(iv.high) for iv in ivs],
+        name="task_success_by_horizon", x=[h for h, _ in points], y=[b[0] for _, b in points],
+        low=[b[1] for _, b in points], high=[b[2] for _, b in points],
         x_label="horizon (minimum tool calls)", y_label="task success",
     )
 
@@ -361,12 +362,19 @@ def _cluster_p(iv: Interval, n_clusters: int) -> float | None:
     return float(2 * student_t.sf(abs(iv.value) / se, df=n_clusters - 1))
 
 
+def _bounds(iv: Interval) -> tuple[float, float, float] | None:
+    """(value, low, high) of a rate for a chart, or None when it has no estimate (nothing was measured)."""
+    if iv.value is None or iv.low is None or iv.high is None:
+        return None
+    return iv.value, iv.low, iv.high
+
+
 def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[Trial],
              failed_ref: frozenset[tuple[str, int]] = frozenset()) -> None:
     """Divergence from the reference trajectory and clustered differences on paired trials.
     ``failed_ref``: (scenario, trial) of reference trials that ended on an endpoint error."""
     ref_by = {(t.scenario, t.trial): t for t in ref}
-    ref_first = {}
+    ref_first: dict[str, Trial] = {}
     for t in sorted(ref, key=lambda t: t.trial):
         ref_first.setdefault(t.scenario, t)
     times, events, pairs = [], [], []

@@ -222,7 +222,7 @@ def _accounting(suite: LoadedCacheSuite, records: list[ExchangeRecord], ep: str,
     pairs = []
     for r in mine:
         s = sessions.get(r.case_id)
-        if s is not None and r.step is not None and r.step < len(s.turns):
+        if s is not None and r.step is not None and r.step < len(s.turns) and r.usage.prompt_tokens is not None:
             pairs.append((int(r.usage.prompt_tokens), tok.count_chat(s.messages(int(r.step)))))
     summary = compare_counts(pairs)
     res.metrics.update(summary.metrics())

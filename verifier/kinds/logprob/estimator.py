@@ -170,14 +170,14 @@ def _topk_kl_chunk(r_ids: np.ndarray, r_lp: np.ndarray, c_ids: np.ndarray, c_lp:
         absent = np.concatenate([r_ids < 0, c_ids < 0], axis=1) | ~np.isfinite(lp_cat)
         lp_cat[absent] = 0.0
     p_cat = np.exp(lp_cat)
-    if padded:
+    if absent is not None:  # exactly when padded
         p_cat[absent] = 0.0
     pr, qc = p_cat[:, :kr], p_cat[:, kr:]
     sum_p = pr.sum(axis=1, dtype=np.float64)
     sum_q = qc.sum(axis=1, dtype=np.float64)
     ref_plp = _rowdot(pr, lp_cat[:, :kr])
     cand_lq = lp_cat[:, kr:].sum(axis=1, dtype=np.float64)
-    if padded:
+    if absent is not None:  # exactly when padded
         n_r = (~absent[:, :kr]).sum(axis=1)
         n_q = (~absent[:, kr:]).sum(axis=1)
         p_min = np.where(absent[:, :kr], 2.0, pr).min(axis=1).astype(np.float64)

@@ -293,7 +293,7 @@ class LogprobKind:
                 continuation = generation_text(ref_gen)
             except LogprobFormatError:
                 continuation = first_choice(ref_gen).get("text") or ""
-        if not continuation:
+        if not continuation or prompt_text is None:  # a text case always has its prompt (checked at load)
             return
         text = prompt_text + continuation
         # forced path, exact distributions (built-in engine)

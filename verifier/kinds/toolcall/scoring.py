@@ -112,7 +112,9 @@ def _latency_metrics(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict
     ok = [o.record for o in outcomes if o.ok]
     lat = [r.latency_s for r in ok if r.latency_s is not None]
     ttft = [r.ttft_s for r in ok if r.stream and r.ttft_s is not None]
-    tpot, itl, tps = [], [], []
+    tpot: list[float] = []
+    itl: list[float] = []
+    tps: list[float] = []
     for r in ok:
         toks = r.usage.completion_tokens
         if r.latency_s and toks:
@@ -219,10 +221,10 @@ def _expected_block(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> 
     m2, c2 = _schema_block((o for o, c in scored if c.expected is not None), "expected_")
     metrics.update(m2)
     counts.update(c2)
-    want = [(o, c) for o, c in scored if c.expected is not None]
-    name_ok = [bool(o.calls) and o.calls[0].name == c.expected.tool for o, c in want]
-    exact = [ok and args_exact_equal(o.calls[0].arguments, c.expected.arguments) for ok, (o, c) in zip(name_ok, want)]
-    bfcl = [ok and expected_args_match(o.calls[0].arguments, c.expected) for ok, (o, c) in zip(name_ok, want)]
+    want = [(o, c.expected) for o, c in scored if c.expected is not None]
+    name_ok = [bool(o.calls) and o.calls[0].name == e.tool for o, e in want]
+    exact = [ok and args_exact_equal(o.calls[0].arguments, e.arguments) for ok, (o, e) in zip(name_ok, want)]
+    bfcl = [ok and expected_args_match(o.calls[0].arguments, e) for ok, (o, e) in zip(name_ok, want)]
     metrics["expected_tool_accuracy"] = stats.rate(name_ok)
     metrics["expected_args_exact"] = stats.rate(exact)
     metrics["expected_args_bfcl"] = stats.rate(bfcl)

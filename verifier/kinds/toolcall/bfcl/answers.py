@@ -278,8 +278,10 @@ def _blame(err: Any, raw_args: dict[str, list[Any]], docs: dict[str, Any], langu
         return "converter"
     param = str(path[0])
     doc_type = str(docs.get(param, {}).get("type", ""))
-    python_type = {"string": str, "any": str, "integer": int, "boolean": bool, "dict": dict, "array": list,
-                   "tuple": list, "float": (int, float)}.get(doc_type)
+    python_types: dict[str, type | tuple[type, ...]] = {
+        "string": str, "any": str, "integer": int, "boolean": bool, "dict": dict, "array": list, "tuple": list,
+        "float": (int, float)}
+    python_type = python_types.get(doc_type)
     if language == "python" and python_type is not None:
         ok = [o for o in raw_args.get(param, []) if o != OMIT and o is not None and isinstance(o, python_type)
               and not (python_type is int and isinstance(o, bool))]

@@ -237,7 +237,9 @@ def _cases_of(obj: dict[str, Any], func_docs: FuncDocs | None) -> list[_Case]:
 
 def _line_for(case: _Case, answers: dict[str, dict[str, Any]] | None, result: ImportResult) -> str:
     language = language_of(case.category)
-    tools, names, docs = [], {}, {}
+    tools: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    docs: dict[str, Any] = {}
     for i, fn in enumerate(case.functions):
         bfcl_name, tool = convert_function(fn, i, language)
         if tool["function"]["name"] in {t["function"]["name"] for t in tools}:
