@@ -100,16 +100,17 @@ def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str, colours: Ma
         ticks, labels, y = [], [], 0.0
         for m in metrics:
             for e in endpoints:
-                ivs = [iv for mm, ee, iv in rows if mm == m and ee == e and iv.value is not None]
-                if not ivs:
+                found = [(iv.value, iv.low, iv.high, iv.n) for mm, ee, iv in rows
+                         if mm == m and ee == e and iv.value is not None]
+                if not found:
                     continue
-                iv = ivs[0]
-                lo = iv.value - iv.low if iv.low is not None else 0.0
-                hi = iv.high - iv.value if iv.high is not None else 0.0
-                ax.errorbar([iv.value], [y], xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", ms=4, capsize=3,
+                value, low, high, n = found[0]
+                lo = value - low if low is not None else 0.0
+                hi = high - value if high is not None else 0.0
+                ax.errorbar([value], [y], xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", ms=4, capsize=3,
                             color=_pick(colours, e, endpoints.index(e)))
                 ticks.append(y)
-                labels.append(f"{m} · {e} (n={iv.n})")
+                labels.append(f"{m} · {e} (n={n})")
                 y -= 1.0
             y -= 0.6
         ax.set_yticks(ticks, labels)
@@ -211,9 +212,9 @@ def trend_chart(lines: Mapping[str, Sequence[tuple[int, float, float | None, flo
             xs = [p[0] for p in pts]
             ax.plot(xs, [p[1] for p in pts], color=c, marker="o" if len(pts) <= 60 else None, ms=2.5, linewidth=1.2,
                     label=suite)
-            banded = [p for p in pts if p[2] is not None and p[3] is not None]
+            banded = [(x, low, high) for x, _, low, high in pts if low is not None and high is not None]
             if banded:
-                ax.fill_between([p[0] for p in banded], [p[2] for p in banded], [p[3] for p in banded], color=c,
+                ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded], color=c,
                                 alpha=0.15, linewidth=0)
             flagged = drift.get(suite, [])
             if flagged:

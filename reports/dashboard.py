@@ -142,9 +142,9 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
                 key = p.metric if one_suite else f"{p.metric} · {p.suite}"
                 run.figures[key] = _fmt(p.metric, p.value, p.ci_low, p.ci_high, p.n)
         for run in runs_by_id.values():
-            folder = folders.get(run.run_id)
-            if folder is not None and (folder / "report.html").is_file():
-                run.report = _link(folder / "report.html", out)
+            run_folder = folders.get(run.run_id)
+            if run_folder is not None and (run_folder / "report.html").is_file():
+                run.report = _link(run_folder / "report.html", out)
             if run.run_id in verdicts:
                 reference, vs, fps = verdicts[run.run_id]
                 if name == reference:

@@ -11,7 +11,7 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -22,7 +22,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Quantization fingerprints: calibrate variant profiles from endpoints.")
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise typer.Exit(code)
 

@@ -44,10 +44,10 @@ def _die(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _policy(path: Path | None, default: Policy | None = DEFAULT_POLICY) -> Policy | None:
-    """The policy TOML at ``path`` (``default`` when none is given); a bad file is one error line, exit 2."""
+def _policy(path: Path | None) -> Policy:
+    """The policy TOML at ``path`` (the default policy when none is given); a bad file is one error line, exit 2."""
     try:
-        return load_policy(path) if path else default
+        return load_policy(path) if path else DEFAULT_POLICY
     except PolicyError as exc:
         _die(str(exc))
 
@@ -151,7 +151,7 @@ def report(
     """Re-render report.html with the history charts and drift table from the database."""
     from reports.render import render_report  # lazy: matplotlib is only needed when a report is drawn
 
-    pol = _policy(policy, default=None)
+    pol = _policy(policy) if policy else None  # None: the report's own default (drift untested without a db)
     try:
         loc = history_store.resolve_db(db)
         if not history_store.history_exists(loc):

@@ -15,7 +15,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -31,7 +31,7 @@ from verifier.run.runner import RunSettings
 _out = Console(highlight=False, soft_wrap=True)
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise typer.Exit(code)
 

@@ -94,6 +94,8 @@ class Progress:
             self._refresh()
 
     def _refresh(self) -> None:
+        if self._bar is None:
+            return
         self._bar.update(self._task, completed=self.done, errors=self.errors, retries=self.retries,
                          rate=f"{self.rate:.1f}")
 

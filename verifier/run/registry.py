@@ -127,6 +127,8 @@ def load_suite(ref: str, options: dict[str, Any] | None = None) -> tuple[SuiteKi
     kind = get_kind(sref.kind)
     if sref.builtin is not None and sref.kind == "toolcall":
         b = sref.builtin
+        if b.path is None:  # every built-in tool-call suite names its data file (BUILTINS above)
+            raise SuiteResolutionError(f"built-in suite {b.name!r} has no data file")
         default = ("nonstream", "stream") if b.variants == "both" else (None,)
         if b.cases is not None:
             options["limit"] = min(b.cases, int(options.get("limit") or b.cases))

@@ -133,7 +133,7 @@ class RunPlan:
 
 def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
     """Every check that needs no network: endpoints, key env vars, suites (and, on resume, their hashes), folder."""
-    resumed = _resume_manifest(s, held) if s.resume is not None else None
+    resumed = _resume_manifest(s, Path(s.resume), held) if s.resume is not None else None
     if resumed is not None:
         endpoints = _endpoints_from_manifest(resumed, s.endpoints)
         refs = [ms.ref for ms in resumed.suites]
@@ -155,17 +155,16 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
     problems = [p for _, _, suite in loaded for p in suite_problems(suite)]
     warnings = [f"{'skipped ' if p.action == 'skipped' else ''}{p.source}:{p.line}: {p.message}"  # sent: says so
                 for p in problems]
-    recorded = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict, "stream": s.stream,
-                "options": s.options}
+    recorded: dict[str, Any] = {"repeats": s.repeats, "seed": s.seed, "limit": s.limit, "strict": s.strict,
+                                "stream": s.stream, "options": s.options}
     if shard is not None:
         recorded["shard"] = shard.label
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded)
 
 
-def _resume_manifest(s: RunSettings, held: contextlib.ExitStack) -> RunManifest:
-    """Lock the folder of ``--resume`` and take the settings the run was started with back into ``s``."""
-    run_dir = Path(s.resume)
+def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) -> RunManifest:
+    """Lock ``run_dir`` (the folder of ``--resume``) and take the settings the run was started with back into ``s``."""
     try:
         RunManifest.load(run_dir)  # a folder that is no run gets its own message, and no lock file
         held.callback(lock_run_dir(run_dir, "--resume").release)

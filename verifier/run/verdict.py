@@ -141,7 +141,8 @@ def _evidence(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None,
                 basis="F1 against the reference's decisions minus 1 (its agreement with itself)",
                 test=f"trigger rate, paired ({comp.test})" if comp is not None and comp.p_value is not None else None,
                 p_value=comp.p_value if comp is not None else None, margin=margin,
-                p_equivalence=None if margin is None else _tost(-diff.value, _se(diff), margin, one_sided_upper=True),
+                p_equivalence=None if margin is None or diff.value is None
+                else _tost(-diff.value, _se(diff), margin, one_sided_upper=True),
             ))
         elif metric == "kl_mean":
             if value is None or value.value is None:
@@ -169,7 +170,7 @@ def _evidence(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None,
             out.append(MetricEvidence(
                 metric=metric, suite=cand.suite, value=value, difference=diff, basis=basis, test=test, p_value=p,
                 margin=margin,
-                p_equivalence=None if margin is None else _tost(float(diff.value), _se(diff), margin),
+                p_equivalence=None if margin is None or diff.value is None else _tost(diff.value, _se(diff), margin),
             ))
     return out
 
@@ -249,7 +250,7 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
                                                                     else " (no known profile within reach)")
     if significant or named:
         parts = [describe(e) for e in significant]
-        if named:
+        if named and fingerprint is not None:
             kl = next((e for e in evidence if e.metric == "kl_mean" and e.suite == fingerprint.suite), None)
             parts.append(fp_text + (f" ({describe(kl)})" if kl is not None else ""))
         return Verdict(endpoint=endpoint, reference=reference, status="differs", alpha=policy.alpha,

@@ -21,8 +21,8 @@ from verifier.testing.replies import Reply, RequestContext, Responder
 def _regex_example(pattern: str) -> str | None:
     """A short string matching ``pattern`` (walks Python's parsed regex: first branch, minimum repeats)."""
     import re
-    from re import _constants as C  # noqa: N812 - stdlib's own regex parser
-    from re import _parser as P
+    from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812 - stdlib's own regex parser
+    from re import _parser as P  # type: ignore[attr-defined]  # (private, so not in the type stubs)
 
     cat = {C.CATEGORY_DIGIT: "0", C.CATEGORY_WORD: "a", C.CATEGORY_SPACE: " ", C.CATEGORY_NOT_DIGIT: "a",
            C.CATEGORY_NOT_WORD: "-", C.CATEGORY_NOT_SPACE: "a"}
@@ -96,7 +96,8 @@ def _instance(schema: dict, depth: int = 0, root: dict | None = None) -> Any:
         return {k: _instance(props.get(k, {}), depth + 1, root) for k in keys}
     if t == "array":
         prefix = [_instance(p, depth + 1, root) for p in schema.get("prefixItems") or []]
-        items = schema.get("items") if isinstance(schema.get("items"), dict) else {"type": "string"}
+        raw_items = schema.get("items")
+        items: dict[str, Any] = raw_items if isinstance(raw_items, dict) else {"type": "string"}
         return prefix + [_instance(items, depth + 1, root)
                          for _ in range(max(0, schema.get("minItems", 0) - len(prefix)))]
     if t == "integer":

@@ -92,7 +92,7 @@ def stream_events(reply: Reply, body: dict, rid: str) -> list[str]:
         lps = reply.logprobs
         pieces = _split(reply.content, 3)
         for j, piece in enumerate(pieces):
-            extra = {"logprobs": {"content": lps}} if (lps is not None and j == 0) else {}
+            extra: dict[str, Any] = {"logprobs": {"content": lps}} if (lps is not None and j == 0) else {}
             events.append(chunk({"content": piece}, **extra))
     for c in _norm_calls(reply, rid):
         events.append(chunk({"tool_calls": [{"index": c["index"], "id": c["id"], "type": "function",
@@ -159,12 +159,13 @@ class ScriptedServer:
         return self
 
     def stop(self) -> None:
-        if self._loop and self._server:
+        server = self._server
+        if self._loop and server:
             async def _close() -> None:
-                self._server.close()
+                server.close()
                 for w in list(self._writers):
                     w.transport.abort()
-                await self._server.wait_closed()
+                await server.wait_closed()
             asyncio.run_coroutine_threadsafe(_close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._server = None
