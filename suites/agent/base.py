@@ -180,9 +180,11 @@ class Environment(ABC):
         if tool is None:
             known = ", ".join(self._tools)
             return ToolOutcome(False, UNKNOWN_TOOL, f"error: unknown tool {name!r}. Tools: {known}.")
+        if not isinstance(arguments, str):  # the wire carries text; anything else cannot be parsed
+            return ToolOutcome(False, MALFORMED, "error: arguments are not valid JSON (not text).")
         try:
             args = json.loads(arguments) if arguments.strip() else {}
-        except (json.JSONDecodeError, AttributeError) as exc:
+        except json.JSONDecodeError as exc:
             return ToolOutcome(False, MALFORMED, f"error: arguments are not valid JSON ({exc.msg}).")
         if not isinstance(args, dict):
             return ToolOutcome(False, MALFORMED, "error: arguments must be a JSON object.")

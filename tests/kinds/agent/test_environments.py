@@ -69,6 +69,19 @@ def test_invalid_calls_get_error_results_and_do_not_change_state(env_name: str) 
     assert env.check()
 
 
+@pytest.mark.parametrize("env_name", ENV_NAMES)
+def test_arguments_that_are_not_text_are_a_malformed_call(env_name: str) -> None:
+    """``env.call`` with arguments that are no string (a library caller's parsed dict, a None) is an error result
+    like any malformed call; it used to raise AttributeError from the error message itself."""
+    env = make_env(env_name, 1, 10)
+    before = env.state_digest()
+    name = env.next_action().name
+    outcomes = [env.call(name, None), env.call(name, {"a": 1})]  # type: ignore[arg-type]
+    assert [(o.valid, o.error_kind) for o in outcomes] == [(False, MALFORMED)] * 2
+    assert all(o.result_text == "error: arguments are not valid JSON (not text)." for o in outcomes)
+    assert env.state_digest() == before
+
+
 def test_tickets_transitions_and_rules() -> None:
     env = make_env("tickets", 0, 10)
     assert env.call("close", json.dumps({"ticket_id": "T-1", "resolution": "solved"})).error_kind == REJECTED
