@@ -17,7 +17,7 @@ scanned once per distinct state, not once per step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -28,7 +28,7 @@ import torch
 (VALUE, VALUE_OR_CLOSE, OBJECT_ONLY, KEY_OR_CLOSE, KEY, COLON, AFTER, STRING, ESCAPE, HEX, LITERAL, DONE,
  N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP) = range(20)
 
-State = tuple[str, int, bool, object]
+State = tuple[str, int, bool, Any]  # extra: bytes (a literal's rest), int (hex digits left) or None, by mode
 ROOT_OBJECT: State = ("", OBJECT_ONLY, False, None)      # the whole output must be one JSON object
 _WS = frozenset(b" \t\n\r")
 _DIGITS = frozenset(b"0123456789")
@@ -203,7 +203,7 @@ class JsonConstraint:
     """
 
     table: TokenTable
-    state: State
+    state: State | None  # None once the output left JSON (cannot happen under the mask): constraining stops
     starts: tuple[tuple[int, ...], ...] = ()
     tail: tuple[int, ...] = ()
     _seen: int = 0
@@ -238,6 +238,8 @@ class JsonConstraint:
             nxt = {s[n] for s in self.starts if len(s) > n and list(s[:n]) == self._history}
             return self.table.only(nxt) if nxt else None
         if self._json_end is None:
+            if self.state is None:  # cannot happen: _advance sets _json_end when the state is lost
+                return None
             mask = self.table.json_mask(self.state)
             return mask if bool(mask.any()) else self.table.only(self.table.eos_ids)
         if self._json_end < 0:

@@ -252,7 +252,10 @@ class Engine:
         seqs = self._verify_tags(seqs)
         if not seqs:
             return
-        ids, pos, slots, segs = [], [], [], []
+        ids: list[int] = []
+        pos: list[int] = []
+        slots: list[int] = []
+        segs: list[PrefillSegment] = []
         for seq in seqs:
             start = len(ids)
             toks = seq.token_ids

@@ -82,7 +82,7 @@ class KVPool:
 
     def reset_scales(self, pages: list[int]) -> None:
         """A page handed to a new owner starts from scale 0, so its previous owner's amax cannot inflate it."""
-        if self.k_scales is None or not pages:
+        if self.k_scales is None or self.v_scales is None or not pages:  # both exist exactly for FP8 pages
             return
         idx = torch.tensor(pages, dtype=torch.long, device=self.page_tags.device)
         for s in self.k_scales + self.v_scales:

@@ -108,7 +108,7 @@ class _Builder:
             o = self.get(p + "self_attn.o_proj.weight", (c.hidden_size, h * hd))
             o_bias = self.t.get(p + "self_attn.o_proj.bias")
             attn = Attention(c, i, self.phased(torch.cat([q, k, v]), bias), self.phased(o, o_bias))
-            if c.qk_norm:
+            if attn.q_norm is not None and attn.k_norm is not None:  # both exist exactly when c.qk_norm
                 attn.q_norm.weight.data = self.get(p + "self_attn.q_norm.weight", (hd,)).to(self.dtype).to(self.device)
                 attn.k_norm.weight.data = self.get(p + "self_attn.k_norm.weight", (hd,)).to(self.dtype).to(self.device)
             gate = self.get(p + "mlp.gate_proj.weight", (c.intermediate_size, c.hidden_size))

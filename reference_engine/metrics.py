@@ -39,7 +39,7 @@ class EngineMetrics:
         for name, value in self.snapshot().items():
             lines.append(f"# TYPE reference_engine_{name}_total counter")
             lines.append(f"reference_engine_{name}_total {value}")
-        for name, value in gauges.items():
+        for name, gauge in gauges.items():
             lines.append(f"# TYPE reference_engine_{name} gauge")
-            lines.append(f"reference_engine_{name} {value}")
+            lines.append(f"reference_engine_{name} {gauge}")
         return "\n".join(lines) + "\n"

@@ -71,6 +71,9 @@ def rope_inv_freq(rope: RopeConfig, head_dim: int) -> torch.Tensor:
 
 
 class Rotary(nn.Module):
+    cos: torch.Tensor  # buffers (registered below), typed for readers and the type checker
+    sin: torch.Tensor
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         inv = rope_inv_freq(cfg.rope, cfg.head_dim)
@@ -84,7 +87,7 @@ class Rotary(nn.Module):
         return self.cos[positions][:, None, :].to(dtype), self.sin[positions][:, None, :].to(dtype)
 
     @staticmethod
-    def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [T, heads, D], rotate-half convention (as HF)."""
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
@@ -97,7 +100,7 @@ class WLinear(nn.Module):
         super().__init__()
         if isinstance(weight, Int4Weight):
             self.packed: Int4Weight | None = weight
-            self.weight = None
+            self.weight: nn.Parameter | None = None
         else:
             self.packed = None
             self.weight = nn.Parameter(weight, requires_grad=False)
@@ -107,6 +110,7 @@ class WLinear(nn.Module):
         if self.packed is not None:
             y = kernels.int4_linear(x, self.packed)
             return y + self.bias if self.bias is not None else y
+        assert self.weight is not None  # dense exactly when not packed (__init__)
         return F.linear(x, self.weight, self.bias)
 
 
@@ -142,9 +146,9 @@ class Attention(nn.Module):
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
+        if self.q_norm is not None and self.k_norm is not None:  # both or neither (cfg.qk_norm)
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = Rotary.apply(q, *rope), Rotary.apply(k, *rope)
+        q, k = Rotary.rotate(q, *rope), Rotary.rotate(k, *rope)
         kp, vp, ks, vs = pool.layer(self.layer)
         kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping)
         if meta.prefill is not None:

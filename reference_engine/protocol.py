@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -134,12 +134,13 @@ class ChatCompletionRequest(_Sampling):
     def _consistency(self) -> ChatCompletionRequest:
         if self.top_logprobs and not self.logprobs:
             raise FieldError("top_logprobs", "'top_logprobs' requires 'logprobs': true")
-        names = [t.function.name for t in self.tools or []]
+        tools = self.tools or []
+        names = [t.function.name for t in tools]
         for i, name in enumerate(names):
             if not TOOL_NAME.match(name):
                 raise FieldError(f"tools.{i}.function.name",
                                  f"tool name {name[:80]!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$")
-            if self.tools[i].function.strict:
+            if tools[i].function.strict:
                 raise FieldError(f"tools.{i}.function.strict", "strict: true (arguments guaranteed to match the "
                                  "schema) is not supported by this server; arguments are only kept well-formed JSON")
         for key in self.chat_template_kwargs or {}:
@@ -166,7 +167,7 @@ class ChatCompletionRequest(_Sampling):
 
     @property
     def json_object(self) -> bool:
-        return bool(self.response_format) and self.response_format.get("type") == "json_object"
+        return self.response_format is not None and self.response_format.get("type") == "json_object"
 
 
 class CompletionRequest(_Sampling):
@@ -187,9 +188,12 @@ class CompletionRequest(_Sampling):
 
     def single_prompt(self) -> str | list[int]:
         p = self.prompt
-        if isinstance(p, list) and p and isinstance(p[0], (str, list)):
-            return p[0]
-        return p
+        if isinstance(p, str):
+            return p
+        first = p[0] if p else None
+        if isinstance(first, (str, list)):  # a list of prompts: its first
+            return first
+        return cast(list[int], p)  # token ids (its first element is neither text nor a list)
 
 
 class DistributionRequest(_Body):

@@ -40,6 +40,12 @@ class Generation:
     finish: FinishEvent | None = None
     error: ErrorEvent | None = None
 
+    def finished(self) -> FinishEvent:
+        """How a generation that ended without an error finished (the server's collector returns no other)."""
+        if self.finish is None:
+            raise RuntimeError("the generation ended without a finish event")
+        return self.finish
+
 
 @dataclass
 class TextDelta:
@@ -52,3 +58,9 @@ class TextDelta:
     token: TokenEvent | None = None
     finish: FinishEvent | None = None
     error: ErrorEvent | None = None
+
+    def finished(self) -> FinishEvent:
+        """The FinishEvent of the final flush (``token`` None), which always carries one."""
+        if self.finish is None:
+            raise RuntimeError("the final flush of a stream carries no finish event")
+        return self.finish

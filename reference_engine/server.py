@@ -37,6 +37,7 @@ from reference_engine.engine import (
     DistributionEvent,
     Engine,
     ErrorEvent,
+    Event,
     FinishEvent,
     PromptLogprobsEvent,
     RequestRejected,
@@ -100,8 +101,12 @@ class Server:
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         rid = secrets.token_hex(8)
+
+        def sink(ev: Event) -> None:  # called on the engine's thread: hand the event to this request's queue
+            loop.call_soon_threadsafe(q.put_nowait, ev)
+
         try:
-            self.engine.submit(rid, prompt_ids, params, lambda ev: loop.call_soon_threadsafe(q.put_nowait, ev))
+            self.engine.submit(rid, prompt_ids, params, sink)
         except RequestRejected as e:
             raise ApiError(e.status, str(e), e.type,
                            code="context_length_exceeded" if e.status == 400 else None) from None
@@ -263,7 +268,7 @@ class Server:
         text = forced + text
         parse = self.parser.parse_forced if forced else self.parser.parse
         content, calls = (parse(text) if parse_tools else (text, []))
-        finish = _finish_reason(calls, gen.finish.reason)
+        finish = _finish_reason(calls, gen.finished().reason)
         message: dict = {"role": "assistant", "content": content if (content or not calls) else None}
         if calls:
             message["tool_calls"] = [c.to_openai() for c in calls]
@@ -273,7 +278,7 @@ class Server:
                                               for t in gen.tokens if t.choice.token_id not in self.stop_text_ids]}
         return JSONResponse({"id": "chatcmpl-" + rid, "object": "chat.completion", "created": int(time.time()),
                              "model": self.model_name, "system_fingerprint": self.fingerprint,
-                             "choices": [choice], "usage": self._usage(gen.finish)})
+                             "choices": [choice], "usage": self._usage(gen.finished())})
 
     async def _chat_stream(self, rid: str, q: asyncio.Queue, first, req: ChatCompletionRequest, forced: str,
                            parse_tools: bool, include_usage: bool) -> AsyncIterator[bytes]:
@@ -311,9 +316,9 @@ class Server:
                     for i, c in enumerate(calls):
                         for piece in _call_deltas(i, c):
                             yield chunk({"tool_calls": [piece]})
-                    yield chunk({}, finish=_finish_reason(calls, step.finish.reason))
+                    yield chunk({}, finish=_finish_reason(calls, step.finished().reason))
                     if include_usage:
-                        yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
+                        yield _sse({**base, "choices": [], "usage": self._usage(step.finished())})
                     continue
                 tid = step.token.choice.token_id
                 lp = None
@@ -422,12 +427,12 @@ class Server:
         completion = stopped_text if stopped_text is not None else self._text(out_ids)
         prompt_text = prompt if isinstance(prompt, str) else self.tok.decode(prompt_ids, skip_special_tokens=False)
         choice: dict = {"index": 0, "text": (prompt_text + completion) if req.echo else completion,
-                        "logprobs": None, "finish_reason": gen.finish.reason}
+                        "logprobs": None, "finish_reason": gen.finished().reason}
         if req.logprobs is not None:
             choice["logprobs"] = self._legacy_logprobs(gen, want_prompt_lp)
         return JSONResponse({"id": "cmpl-" + rid, "object": "text_completion", "created": int(time.time()),
                              "model": self.model_name, "system_fingerprint": self.fingerprint,
-                             "choices": [choice], "usage": self._usage(gen.finish)})
+                             "choices": [choice], "usage": self._usage(gen.finished())})
 
     async def _completion_stream(self, rid: str, q: asyncio.Queue, first, req: CompletionRequest,
                                  include_usage: bool) -> AsyncIterator[bytes]:
@@ -452,9 +457,9 @@ class Server:
                 if step.token is None:  # the final flush
                     if step.text:
                         yield chunk(step.text)
-                    yield chunk("", finish=step.finish.reason)
+                    yield chunk("", finish=step.finished().reason)
                     if include_usage:
-                        yield _sse({**base, "choices": [], "usage": self._usage(step.finish)})
+                        yield _sse({**base, "choices": [], "usage": self._usage(step.finished())})
                     continue
                 tid = step.token.choice.token_id
                 lp = None
@@ -516,6 +521,8 @@ class Server:
         gen, _ = await self._collect(rid, q, [])      # aborts the request if cancelled
         if gen.error:
             return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
+        if gen.distribution is None:  # the engine sends one for every request with full_distribution_from
+            raise RuntimeError("the engine returned no distribution")
         arr = gen.distribution.logprobs.numpy().astype("<f4")
         return JSONResponse({"vocab_size": int(arr.shape[1]), "token_ids": list(ids),
                              "logprobs_b64": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode(),

@@ -30,6 +30,7 @@ def new_call_id() -> str:
 
 class ToolParser(Protocol):
     start_tag: str
+    end_tag: str
 
     def parse(self, text: str) -> tuple[str | None, list[ParsedToolCall]]: ...
 

@@ -68,7 +68,7 @@ def encode_all(tok: Tokenizer, texts: list[str], branch_starts: list[list[int]] 
     Why it matters: corpus preparation comes out of the same wall-clock budget as training, so every second
     spent here is a second of training lost.
     """
-    docs = []
+    docs: list[Doc] = []
     for text, enc in zip(texts, tok.encode_batch(texts, add_special_tokens=False)):
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(enc.offsets))
         mask = _inside_spans(starts, assistant_spans(text))
@@ -176,15 +176,18 @@ def bucket_batches(docs: list[Doc], batch_tokens: int, pad_id: int, seed: int,
         if all(docs[i].schema is not None for i in members):
             schema = np.zeros((len(members), width), dtype=np.uint8)
             for r, i in enumerate(members):
-                schema[r, :len(docs[i].ids)] = docs[i].schema
+                doc_schema = docs[i].schema
+                if doc_schema is not None:  # every one is (checked above)
+                    schema[r, :len(docs[i].ids)] = doc_schema
             batch.schema = torch.from_numpy(schema)
         if any(docs[i].segments is not None for i in members):
             segments = np.zeros((len(members), width), dtype=np.int16)
             positions = np.tile(np.arange(width, dtype=np.int64), (len(members), 1))
             for r, i in enumerate(members):
-                if docs[i].segments is not None:
-                    segments[r, :len(docs[i].ids)] = docs[i].segments
-                    positions[r, :len(docs[i].ids)] = tree_positions(docs[i].segments)
+                doc_segments = docs[i].segments
+                if doc_segments is not None:
+                    segments[r, :len(docs[i].ids)] = doc_segments
+                    positions[r, :len(docs[i].ids)] = tree_positions(doc_segments)
             batch.segments, batch.positions = torch.from_numpy(segments), torch.from_numpy(positions)
         out.append(batch)
     return out

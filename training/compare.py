@@ -26,14 +26,19 @@ def paired_cases(base: dict[str, str], cand: dict[str, str]) -> tuple[list[bool]
     return [base[c] == "correct" for c in shared], [cand[c] == "correct" for c in shared], moves
 
 
+def _pts(share: float | None) -> str:
+    """A difference of proportions in percentage points, signed; n/a when it could not be computed."""
+    return "n/a" if share is None else f"{100 * share:+.1f}"
+
+
 def compare_variant(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
     """Readable lines for one variant present in both evaluations."""
     lines = []
     if "case_outcomes" in base and "case_outcomes" in cand:
         a, b, moves = paired_cases(base["case_outcomes"], cand["case_outcomes"])
         diff = stats.newcombe_paired_diff(a, b)
-        lines.append(f"case accuracy {sum(a)}/{len(a)} -> {sum(b)}/{len(b)}: {100 * diff.value:+.1f} pts "
-                     f"[{100 * diff.low:+.1f}, {100 * diff.high:+.1f}], McNemar p {stats.mcnemar(a, b):.3g}")
+        lines.append(f"case accuracy {sum(a)}/{len(a)} -> {sum(b)}/{len(b)}: {_pts(diff.value)} pts "
+                     f"[{_pts(diff.low)}, {_pts(diff.high)}], McNemar p {stats.mcnemar(a, b):.3g}")
         for (was, now), n in moves.most_common(8):
             lines.append(f"  {n:4d}  {was} -> {now}")
     else:

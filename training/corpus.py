@@ -98,7 +98,7 @@ class ConversationGroup:
     def parts(self, template: str = CHAT_TEMPLATE) -> tuple[str, list[str]]:
         """(shared prefix text, each member's final exchange text)."""
         prefix = ""
-        finals = []
+        finals: list[str] = []
         for c in self.members:
             full = c.text(template)
             cut = full.rindex(FINAL_REQUEST_MARK)
@@ -163,14 +163,15 @@ def toolcall_conversations(n: int, seed: int, contrast_share: float = 0.0,
     renamed tools are named (``training.augment.tool_renaming``).
     """
     rng = random.Random(seed)
+    cases: list[Any]  # (body, meta) pairs from the catalog, or suite lines from the stand-in (_case_parts reads both)
     try:
         from suites.toolcall.catalog import generate_cases, withhold_tool  # type: ignore[import-not-found]
         from training.phrasings import TRAIN_PHRASINGS
         cases = generate_cases(seed, n, TRAIN_PHRASINGS, no_tool_share=NO_TOOL_SHARE)
         source = "toolcall-catalog"
     except ImportError:
-        from training.standin_catalog import generate_cases
-        cases = generate_cases(seed, n)
+        from training.standin_catalog import generate_cases as standin_cases
+        cases = standin_cases(seed, n)
         source = "standin"
     for case in cases:
         body, expected = _case_parts(case)

@@ -138,8 +138,9 @@ async def run_toolcall(base_url: str, cases: list[ToolcallCase], concurrency: in
         if name is None:
             return CaseResult(case.id, expected, False, content=content)
         check = check_call(name, args or "", case.tools())
-        match = bool(case.expected) and check.valid and name == case.expected.tool and \
-            args_bfcl_equal(check.arguments, case.expected.arguments)
+        want = case.expected
+        match = want is not None and check.valid and name == want.tool and args_bfcl_equal(check.arguments,
+                                                                                           want.arguments)
         return CaseResult(case.id, expected, True, name=name, valid=check.valid, args_match=match,
                           error=check.error, content=content, arguments=args)
 
@@ -223,7 +224,7 @@ async def run_agent(base_url: str, scenarios: list[Any], max_tokens: int = 128) 
             steps = step
             sent = await send_step(conv, client.chat, request, window=learned_window, max_tokens=max_tokens)
             ex = sent.exchange
-            if sent.context_retries:
+            if sent.context_retries and sent.window is not None:
                 learned_window = min(learned_window or sent.window, sent.window)
             if not ex.ok:
                 if not is_context_error(ex):

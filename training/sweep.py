@@ -79,24 +79,26 @@ def main(argv: list[str] | None = None) -> None:
                         *corpus_args], check=True, cwd=REPO_ROOT)
         print(f"corpus prepared in {time.time() - t0:.0f}s", flush=True)
 
+    started: list[tuple[Run, subprocess.Popen]] = []
     for run in runs:
         cmd = [sys.executable, "-m", "training.train", "--prepared", str(prepared), "--device", args.device,
                "--threads", "1", "--time-limit-min", str(args.time_limit_min), "--out", str(run.out),
                *corpus_args, *run.args]
         with run.log.open("w") as log:
             run.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+            started.append((run, run.process))
     # each run ends itself within its time budget; the grace covers export and a process's start
     deadline = time.time() + args.time_limit_min * 60 + 120
-    while any(r.process.poll() is None for r in runs) and time.time() < deadline:
+    while any(process.poll() is None for _, process in started) and time.time() < deadline:
         time.sleep(5)
-    for run in runs:
-        if run.process.poll() is None:
-            run.process.kill()
-            run.process.wait()
-        status = "ok" if run.process.returncode == 0 else f"exit {run.process.returncode}"
+    for run, process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        status = "ok" if process.returncode == 0 else f"exit {process.returncode}"
         print(f"{run.name}: {status}; {last_line(run.log, 'step ')}; {last_line(run.log, 'time budget')}",
               flush=True)
-        if run.process.returncode != 0:
+        if process.returncode != 0:
             print(run.log.read_text(errors="replace")[-2000:], flush=True)
         if args.bundle_to:
             args.bundle_to.mkdir(parents=True, exist_ok=True)

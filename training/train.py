@@ -21,6 +21,7 @@ import math
 import random
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -103,7 +104,7 @@ def masked_loss(model: TinyLlama, batch: Batch, decision_weight: float = 1.0,
     are refused there for that reason).
     """
     ids = batch.ids
-    if batch.segments is None:
+    if batch.segments is None or batch.positions is None:  # a tree batch has both (bucket_batches)
         hidden = model(ids[:, :-1], hidden_only=True)
     else:
         hidden = model(ids[:, :-1], positions=batch.positions[:, :-1],
@@ -457,6 +458,8 @@ def main(argv: list[str] | None = None) -> None:
     template = chat_template(args.tool_list_at)
     pad_id = tok.token_to_id("<|endoftext|>")
     call_token_id = tok.token_to_id(TOOL_CALL_OPEN)
+    if pad_id is None or call_token_id is None:
+        raise SystemExit(f"the tokenizer has no <|endoftext|> or {TOOL_CALL_OPEN} token")
     too_long = sum(len(d.ids) > args.block for d in docs)
     docs = [d for d in docs if len(d.ids) <= args.block]
     n_tok = sum(len(d.ids) for d in docs)
@@ -542,7 +545,7 @@ def main(argv: list[str] | None = None) -> None:
                            f"{shipped.group_size}, {shipped.optimizer}; not comparable with this recipe's steps, "
                            "so no pace warning")
             print(f"pace: the budget ends the schedule near step {projected} of {total} ({against})", flush=True)
-            warning = None if warned or not comparable else pace_warning(projected, shipped.steps)
+            warning = None if warned or not comparable or shipped is None else pace_warning(projected, shipped.steps)
             if warning:
                 print(warning, flush=True)
                 warned = True
@@ -553,7 +556,7 @@ def main(argv: list[str] | None = None) -> None:
     if averaged is not None and args.raw_out:
         export_checkpoint(model, tok, args.raw_out, metadata={**final, "ema_decay": "0.0"}, chat_template=template)
     for decay, out_dir, average in averages[::-1]:  # the main average (first) last, as the run's final line
-        export_checkpoint(average.module, tok, out_dir, metadata={**final, "ema_decay": str(decay)},
+        export_checkpoint(cast(TinyLlama, average.module), tok, out_dir, metadata={**final, "ema_decay": str(decay)},
                           chat_template=template)
     if averaged is None:
         export_checkpoint(model, tok, args.out, metadata=final, chat_template=template)

@@ -55,7 +55,7 @@ def paged_decode_attention(
     group = h // kvh
     k = k_pages[idx]                                         # [B, P, page, KVH, D]
     v = v_pages[idx]
-    if k_scales is not None:
+    if k_scales is not None and v_scales is not None:  # FP8 pages: both scale tensors, always together
         k = k.to(q.dtype) * k_scales[idx][:, :, None, :, None].to(q.dtype)
         v = v.to(q.dtype) * v_scales[idx][:, :, None, :, None].to(q.dtype)
     elif k.dtype != q.dtype:
@@ -92,7 +92,7 @@ def write_kv(
     page_size = k_pages.shape[1]
     slots = slot_mapping.long()
     pages, offs = slots // page_size, slots % page_size
-    if k_scales is None:
+    if k_scales is None or v_scales is None:  # BF16 pages (FP8 ones always come with both scale tensors)
         k_pages[pages, offs] = k.to(k_pages.dtype)
         v_pages[pages, offs] = v.to(v_pages.dtype)
         return

@@ -188,10 +188,11 @@ def paged_decode_attention_impl(
     if H % Hkv != 0:
         raise ValueError(f"paged_decode_attention: num_heads {H} is not a multiple of num_kv_heads {Hkv}")
     is_fp8 = k_pages.dtype == torch.float8_e4m3fn
-    if is_fp8 and (k_scales is None or v_scales is None):
-        raise ValueError("paged_decode_attention: fp8 pages need k_scales and v_scales")
-    if is_fp8 and (k_scales.shape != (num_pages, Hkv) or v_scales.stride() != k_scales.stride()):
-        raise ValueError(f"paged_decode_attention: scales must be [{num_pages}, {Hkv}] with equal strides")
+    if is_fp8:
+        if k_scales is None or v_scales is None:
+            raise ValueError("paged_decode_attention: fp8 pages need k_scales and v_scales")
+        if k_scales.shape != (num_pages, Hkv) or v_scales.stride() != k_scales.stride():
+            raise ValueError(f"paged_decode_attention: scales must be [{num_pages}, {Hkv}] with equal strides")
     if k_pages.stride(3) != 1 or v_pages.stride(3) != 1:
         raise ValueError("paged_decode_attention: pages must be contiguous in head_dim")
     q = q.contiguous() if q.stride(2) != 1 else q
@@ -218,7 +219,7 @@ def paged_decode_attention_impl(
     flags = torch.empty(B, dtype=torch.bool, device=q.device)
     ks = k_scales if is_fp8 else q  # dummy pointer when unused
     vs = v_scales if is_fp8 else q
-    sp, sh = (k_scales.stride(0), k_scales.stride(1)) if is_fp8 else (0, 0)
+    sp, sh = (k_scales.stride(0), k_scales.stride(1)) if is_fp8 and k_scales is not None else (0, 0)
     common = dict(
         GROUP=group, HEAD_DIM=D, PAGE_SIZE=page_size, BLOCK_G=BLOCK_G, BLOCK_D=BLOCK_D, BLOCK_N=BLOCK_N,
         IS_FP8=is_fp8, CHECK_TAGS=check_tags, DOT_FP32=dot_in_fp32(q),

@@ -211,7 +211,7 @@ def int4_linear_impl(
         return out
     has_zeros = zeros is not None
     z = zeros if has_zeros else scales
-    szn = zeros.stride(0) if has_zeros else 0
+    szn = zeros.stride(0) if zeros is not None else 0
     gemv = M == 1 and not force_gemm
     if gemv:
         BLOCK_N = block_n or 32
@@ -232,7 +232,7 @@ def int4_linear_impl(
     part = torch.empty(splits, M, N, dtype=torch.float32, device=x.device) if split else out
     stride_split = part.stride(0) if split else 0
     if gemv:
-        grid = (triton.cdiv(N, BLOCK_N), splits)
+        grid: tuple[int, ...] = (triton.cdiv(N, BLOCK_N), splits)
         locks = _locks(x.device, grid[0]) if split else out
         _int4_gemv_kernel[grid](
             x, qweight, scales, z, out, part, locks, N, K, k_per_split, splits,
