@@ -66,7 +66,7 @@ def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16"
     config = uvicorn.Config(create_app(engine, max_request_bytes=max_request_bytes), host=host, port=port,
                             log_level="warning", access_log=False,
                             lifespan="off", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)  # uvicorn >= 0.29 listens to signals only on the main thread: none taken here
+    server = uvicorn.Server(config)  # uvicorn listens to signals only on the main thread: none are taken here
     thread = threading.Thread(target=server.run, name="reference-engine-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
