@@ -16,7 +16,7 @@ import pytest
 
 from tests.http.raw_server import RawRequest, RawServer, completion, http_response
 from verifier.http.client import EndpointClient
-from verifier.http.stack import LibraryTransport, build_client
+from verifier.http.stack import HttpStack, LibraryTransport
 from verifier.records import EndpointConfig
 
 BODY = {"messages": [{"role": "user", "content": "hi"}]}
@@ -139,17 +139,19 @@ async def test_pool_timeout_is_honoured():
         w.write(http_response(200, b"{}"))
 
     async with RawServer(reply) as srv:
-        http = build_client(base_url=srv.url, headers={}, timeout=httpx.Timeout(10, pool=0.3),
-                            limits=httpx.Limits(max_connections=1))
-        assert isinstance(http._transport, LibraryTransport)
-        async with http:
-            first = asyncio.create_task(http.post(srv.url + "/x", content=b"{}"))
+        stack = HttpStack(base_url=srv.url, headers={}, timeout=httpx.Timeout(10, pool=0.3),
+                          limits=httpx.Limits(max_connections=1))
+        assert isinstance(stack.transport, LibraryTransport)  # requests go straight to it (HttpStack.send)
+        try:
+            first = asyncio.create_task(stack.send(stack.client.build_request("POST", srv.url + "/x", content=b"{}")))
             await asyncio.sleep(0.1)
             t0 = time.perf_counter()
             with pytest.raises(httpx.TimeoutException):
-                await http.post(srv.url + "/y", content=b"{}")
+                await stack.send(stack.client.build_request("POST", srv.url + "/y", content=b"{}"))
             assert time.perf_counter() - t0 < 1.5
             first.cancel()
+        finally:
+            await stack.aclose()
 
 
 async def test_redirect_is_recorded_with_status_and_location_never_followed():

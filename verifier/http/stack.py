@@ -184,9 +184,3 @@ class HttpStack:
     async def aclose(self) -> None:
         await self.client.aclose()  # closes the transport (and its aiohttp session) too
 
-
-def build_client(*, base_url: str, headers: dict[str, str], timeout: httpx.Timeout, limits: httpx.Limits,
-                 library_transport: bool = True) -> httpx.AsyncClient:
-    """One keep-alive ``httpx.AsyncClient`` for an endpoint (aiohttp transport unless a proxy applies)."""
-    return HttpStack(base_url=base_url, headers=headers, timeout=timeout, limits=limits,
-                     library_transport=library_transport).client
