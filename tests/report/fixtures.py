@@ -148,6 +148,19 @@ def write_run(run_dir: Path, summary: RunSummary, records: list[ExchangeRecord] 
     return run_dir
 
 
+def run_after_nights(root: Path, nights: int) -> tuple[Path, Path]:
+    """Tonight's run folder and a history database holding ``nights`` earlier runs of the same endpoints:
+    (run folder, database path)."""
+    from verifier.history import index_summary
+
+    db = root / "h.sqlite"
+    for night in range(nights):
+        s, _ = make_summary(run_id=f"n{night}", started_at=f"2026-01-0{night + 1}T02:00:00Z", seed=night)
+        index_summary(s, db)
+    summary, records = make_summary(run_id="tonight", started_at="2026-01-09T02:00:00Z", seed=9)
+    return write_run(root / "run", summary, records), db
+
+
 def summary_json(summary: RunSummary) -> dict:
     return json.loads(summary.model_dump_json())
 

@@ -12,8 +12,7 @@ import pytest
 from reports import chart_worker
 from reports.chart_worker import ChartDrawer
 from reports.render import render_report
-from tests.report.fixtures import make_summary, write_run
-from verifier.history import index_summary
+from tests.report.fixtures import run_after_nights
 
 
 def _pid() -> str:
@@ -38,12 +37,7 @@ def _refuse(_: int) -> str:
 
 def test_report_drawn_by_the_worker_is_byte_identical(tmp_path: Path) -> None:
     """Run charts, history charts and latency included: the worker's report equals the in-process one."""
-    db = tmp_path / "h.sqlite"
-    for night in range(3):
-        s, _ = make_summary(run_id=f"n{night}", started_at=f"2026-01-0{night + 1}T02:00:00Z", seed=night)
-        index_summary(s, db)
-    summary, records = make_summary(run_id="tonight", started_at="2026-01-09T02:00:00Z", seed=9)
-    run = write_run(tmp_path / "run", summary, records)
+    run, db = run_after_nights(tmp_path, 3)
     in_process = render_report(run, db_path=db).read_bytes()
     with ChartDrawer(worker=True) as drawer:
         assert drawer.in_worker  # CI runs on Linux, where the worker is forked

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from reports.render import VERDICT_COLUMNS, render_report
-from tests.report.fixtures import HOSTILE_REPLY, make_summary, write_run
-from verifier.history import index_summary
+from tests.report.fixtures import HOSTILE_REPLY, make_summary, run_after_nights, write_run
 from verifier.records import Interval
 from verifier.run.summary import Disagreement, RunSummary, Series
 
@@ -169,12 +168,7 @@ def test_disclosure_cards_written_without_secrets(rendered) -> None:
 
 
 def test_history_section_with_db(tmp_path: Path) -> None:
-    db = tmp_path / "h.sqlite"
-    for night in range(4):
-        s, _ = make_summary(run_id=f"n{night}", started_at=f"2026-01-0{night + 1}T02:00:00Z", seed=night)
-        index_summary(s, db)
-    s, r = make_summary(run_id="tonight", started_at="2026-01-09T02:00:00Z", seed=9)
-    run = write_run(tmp_path / "run", s, r)
+    run, db = run_after_nights(tmp_path, 4)
     html = render_report(run, db_path=db).read_text()
     assert 'id="history"' in html
     assert re.search(r'data-chart="hist\d+-\d+"', html)
