@@ -15,7 +15,7 @@ Modules: ``location`` (path or URL, credential-free display), ``schema`` (tables
 (connections, transactions, errors), ``indexing`` (writes), ``queries`` (reads), ``model`` (typed records).
 Every public function takes ``db`` as ``None`` (the default), a path, a URL string or a ``HistoryLocation``.
 Callers that may not touch a database (a run with ``--no-history``, its report) hold the package, not its names
-(``from verifier import history as history_db``), so SQLAlchemy is imported only when a database is used.
+(``from verifier import history as history_store``), so SQLAlchemy is imported only when a database is used.
 """
 
 from __future__ import annotations
