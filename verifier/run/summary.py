@@ -25,8 +25,13 @@ class Comparison(BaseModel):
 
     metric: str
     difference: Interval  # candidate - reference
-    p_value: float | None = None
+    p_value: float | None = None  # two-sided, for the point null "no difference"
     test: str | None = None  # "mcnemar", "paired_bootstrap", "cluster_robust", ...
+    #: What one unit of ``difference.n`` is ("calls both endpoints made", "cases", "scenarios"), and how many
+    #: independent units the interval rests on (scenarios for agent trials, cases when cases repeat): the verdict
+    #: calls a headline "not testable" below its stated minimum of independent units.
+    unit: str | None = None
+    independent_units: int | None = None
 
 
 class Series(BaseModel):
