@@ -65,6 +65,9 @@ class ToolCall(BaseModel):
     type: str | None = "function"
     name: str | None = None
     arguments: str = ""
+    #: streamed calls whose name came over several deltas: the last fragment (a client that replaces the name on
+    #: each delta instead of appending, as K2VV's does, reads only this); None when the name came in one piece
+    name_last_delta: str | None = None
 
 
 class Exchange(BaseModel):

@@ -332,6 +332,7 @@ class _StreamAccumulator:
                     self.issues.append(f"tool_call_name_repeated:{idx}")
                 else:
                     acc["name"] += name
+                    acc["name_last_delta"] = name  # what a client that replaces the name (K2VV's) keeps
             args = fn.get("arguments")
             if args:
                 acc["arguments"].append(_as_text(args))
@@ -356,7 +357,9 @@ class _StreamAccumulator:
 
     def result(self, status: int) -> dict:
         calls = [{"index": i, "id": a["id"], "type": a["type"] or "function", "name": a["name"],
-                  "arguments": _join_text(a["arguments"])} for i, a in sorted(self.calls.items())]
+                  "arguments": _join_text(a["arguments"]), "name_last_delta": a.get("name_last_delta")}
+                 for i, a in sorted(self.calls.items())]
+        self.issues += [f"tool_call_name_split:{c['index']}" for c in calls if c["name_last_delta"] is not None]
         content = _join_text(self.content) if self.content else None
         reasoning = _join_text(self.reasoning) if self.reasoning else None
         issues = self.issues + _finish_issues(self.finish, calls) + _tool_call_issues(calls)

@@ -241,3 +241,80 @@ def test_k2vv_counts_read_the_body_as_sent(tmp_path: Path, scripted_server) -> N
     for rec in recs:
         assert k2vv_rule.record_valid(rec, list(by_id[rec.case_id].tools)) is by_id[rec.case_id].k2vv_valid, rec.case_id
     assert (r.counts["count_finish_reason_tool_calls"], r.counts["count_successful_tool_call"]) == (6, 2)
+
+
+# Lines and replies where K2VV's client (the openai SDK plus its own stream reassembly) reads differently from ours.
+WEATHER_INT = _tool("get_weather", {"type": "object", "properties": {"city": {"type": "integer"}},
+                                    "required": ["city"]})
+
+
+def _body(choices: Any) -> Callable[[], Reply]:
+    return lambda: Reply(body={"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": "scripted-model",
+                               "choices": choices, "usage": {"prompt_tokens": 5, "completion_tokens": 5,
+                                                             "total_tokens": 10}})
+
+
+def _split_name_stream() -> Reply:
+    """A streamed call whose name comes in two deltas: K2VV's reassembly keeps only the last piece ("weather")."""
+    def chunk(delta: dict, finish: str | None = None) -> str:
+        return json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    return Reply(raw_events=[
+        chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                    "function": {"name": "get_", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]}),
+        chunk({}, "tool_calls"),
+        json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0, "model": "m", "choices": [],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}})])
+
+
+# (id, tools, stream, reply, K2VV's verdict: "valid"/"invalid" tool-call reply, "stop", "no_finish", "dropped")
+PEER_EDGES = [
+    ("dup_first_matches", (WEATHER, WEATHER_INT), False,
+     lambda: Reply(tool_calls=calls(("get_weather", '{"city": "Oslo"}'))), "valid"),
+    ("dup_second_matches", (WEATHER, WEATHER_INT), False,
+     lambda: Reply(tool_calls=calls(("get_weather", '{"city": 5}'))), "invalid"),
+    ("choices_empty", (WEATHER,), False, _body([]), "no_finish"),
+    ("message_null_tool_calls", (WEATHER,), False,
+     _body([{"index": 0, "finish_reason": "tool_calls", "message": None}]), "dropped"),
+    ("message_null_stop", (WEATHER,), False, _body([{"index": 0, "finish_reason": "stop", "message": None}]), "stop"),
+    ("split_name", (WEATHER,), True, _split_name_stream, "invalid"),
+]
+
+
+def test_k2vv_counts_follow_k2vv_client_where_it_reads_differently(tmp_path: Path, scripted_server) -> None:
+    by_id = {e[0]: e for e in PEER_EDGES}
+    srv = scripted_server(lambda body, ctx: by_id[body["messages"][-1]["content"].removeprefix("edge:")][3]())
+    suite = tmp_path / "peers.jsonl"  # K2VV format: no _meta, "stream" on the line
+    suite.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"edge:{e[0]}"}],
+                                         "tools": list(e[1]), "stream": e[2]}) + "\n" for e in PEER_EDGES))
+    summary, recs, res = _run(tmp_path, srv.base_url, suite)
+    assert res.exit_code == 0, res.output
+
+    # every planned line was sent, the two that offer a name twice as written, and listed
+    sent = {b["messages"][-1]["content"].removeprefix("edge:"): b for _, _, b in srv.log if b}
+    assert set(sent) == set(by_id)
+    assert sent["dup_first_matches"]["tools"] == [WEATHER, WEATHER_INT]
+    assert [(p.line, p.action) for p in summary.input_problems] == [(1, "sent"), (2, "sent")]
+    assert all("'get_weather' is offered twice" in p.message for p in summary.input_problems)
+    assert summary.suites[0].skipped_lines == 0 and len(recs) == len(PEER_EDGES)
+
+    verdicts = [e[4] for e in PEER_EDGES]
+    (r,) = summary.results
+    assert r.extra["k2vv_summary"] == {
+        "success_count": len(PEER_EDGES) - verdicts.count("dropped"), "failure_count": 0,
+        "finish_stop": verdicts.count("stop"), "finish_tool_calls": 3, "finish_others": 0,
+        "finish_others_detail": {}, "schema_validation_error_count": 2, "successful_tool_call_count": 1}
+    assert (r.counts["count_finish_reason_tool_calls"], r.counts["count_successful_tool_call"]) == (3, 1)
+
+    by_case = {int(rec.case_id[1:].split("-")[0]): rec for rec in recs}  # L<line>-<hash>
+    split = by_case[6]
+    assert split.tool_calls[0].name == "get_weather" and split.tool_calls[0].name_last_delta == "weather"
+    assert "tool_call_name_split:0" in split.wire_issues
+    assert not k2vv_rule.record_valid(split, [WEATHER])
+    assert k2vv_rule.dropped(by_case[4]) and not any(k2vv_rule.dropped(by_case[i]) for i in (1, 2, 3, 5, 6))
+    assert k2vv_rule.answered(by_case[3]) and k2vv_rule.finish_reason(by_case[3]) is None
+    # ours differs on purpose: no choices / a null message are provider faults; the joined name is a valid call
+    assert {i for i, rec in by_case.items() if not rec.ok} == {3, 4, 5}
+    assert r.counts["tool_calls"] == 3 and r.counts.get("schema_schema_violation") == 1
+    assert r.metrics["schema_accuracy"].n == 3 and r.metrics["schema_accuracy"].value == pytest.approx(2 / 3)

@@ -148,3 +148,22 @@ def test_schema_draft_comes_from_dollar_schema(tmp_path: Path) -> None:
              for p in (d4, {"type": "object", "properties": props})]
     a, b = load_jsonl(_write(tmp_path, lines)).cases
     assert a.schema_problems == {} and list(b.schema_problems) == ["c"]
+
+
+def test_tool_name_offered_twice_is_sent_and_the_first_counts(tmp_path: Path) -> None:
+    """K2VV sends such lines (and validates against the first tool of the name): so do we, listing the line."""
+    other = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"town": {"type": "integer"}}}}}
+    broken_second = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "objekt"}}}
+    suite = load_jsonl(_write(tmp_path, [_line(), _line(tools=[TOOL, other]), _line(tools=[TOOL, broken_second])]))
+    assert len(suite.cases) == 3 and suite.manifest.skipped_lines == 0
+    case = suite.cases[1]
+    assert case.body["tools"] == [TOOL, other]  # as written
+    assert case.tools()["get_weather"] == TOOL["function"]["parameters"]  # the first one
+    assert case.duplicate_tools == {"get_weather": "tools[1].function.name 'get_weather' is offered twice"}
+    # a bad schema on the ignored second tool is not the name's problem: only the first is ever validated against
+    assert suite.cases[2].schema_problems == {} and list(suite.cases[2].duplicate_tools) == ["get_weather"]
+    assert [(p.line, p.action) for p in suite.problems] == [(2, "sent"), (3, "sent")]
+    assert "first tool of that name" in suite.problems[0].message and "\n" not in suite.problems[0].message
+    with pytest.raises(SuiteLineError, match=r":2: tools\[1\]\.function\.name 'get_weather' is offered twice"):
+        load_jsonl(_write(tmp_path, [_line(), _line(tools=[TOOL, other])], name="strict.jsonl"), strict=True)

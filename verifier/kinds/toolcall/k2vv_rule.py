@@ -26,8 +26,17 @@ finish reason counts as ``stop``, as K2VV's stream reassembly does.
 
 Non-streamed calls are judged from the stored body as the provider sent it (``null`` or object arguments, a
 malformed entry), because the typed record normalises exactly the inputs where K2VV's verdict would change.
-Streamed calls are judged as our client reassembled them (OpenAI's delta semantics); K2VV's own reassembly
-differs only for a provider that splits a tool's *name* over several deltas (K2VV keeps the last piece).
+Streamed calls are judged as our client reassembled them (OpenAI's delta semantics), except a tool *name* split
+over several deltas: K2VV's reassembly keeps only the last piece (``ToolCall.name_last_delta``), so that is the
+name judged here, while our own metrics read the joined name.
+
+Replies K2VV's client (the openai SDK, which builds its objects without validating them) reads differently from
+ours, followed here as K2VV does (README, "K2VV's counts"):
+
+- a 200 body with ``choices: []`` (or ``null``, or none): ours a provider fault (``malformed_response``); K2VV a
+  success with no finish reason, in no ``finish_*`` count;
+- a 200 body whose first choice is a ``tool_calls`` reply with ``message: null`` (or a first choice that is not an
+  object): K2VV's judging raises, and its loop drops the line from every count (:func:`dropped`).
 """
 
 from __future__ import annotations
@@ -119,7 +128,9 @@ def record_valid(record: ExchangeRecord, tools: Any) -> bool:
     """K2VV's verdict on one exchange's calls (meaningful when its finish reason is ``tool_calls``)."""
     entries = _sent_entries(record)
     if entries is None:
-        return reply_valid(record.tool_calls, tools)
+        calls = list(record.tool_calls)
+        return bool(calls) and all(call_valid(c.name if c.name_last_delta is None else c.name_last_delta,
+                                              c.arguments, tools) for c in calls)
     return bool(entries) and all(entry_valid(e, tools) for e in entries)
 
 
@@ -148,8 +159,32 @@ def answered(record: ExchangeRecord) -> bool:
     provider fault ``malformed_response``; the openai SDK K2VV uses builds its response objects without
     validation, so K2VV receives such a body as a completion and judges its calls. The K2VV counts follow K2VV.
     """
-    return record.ok or (record.error_class == "malformed_response" and record.status == 200
-                         and _first_choice(record) is not None)
+    if record.ok:
+        return True
+    if record.error_class != "malformed_response" or record.status != 200 or not isinstance(record.response, dict):
+        return False
+    choices = record.response.get("choices")
+    return not choices or _first_choice(record) is not None  # no choices at all: a success with no finish reason
+
+
+def dropped(record: ExchangeRecord) -> bool:
+    """Whether K2VV's client raises while judging this reply, so that K2VV's loop leaves it out of every count.
+
+    K2VV reads ``response["choices"][0]`` then ``choice.get("message", {}).get("tool_calls", [])`` for a
+    ``tool_calls`` reply: a first choice that is not an object, or a ``message`` that is present but not an object
+    (``null`` is the shape seen), raises ``AttributeError`` there.
+    """
+    if record.stream or record.status != 200 or not isinstance(record.response, dict) or record.error_class not in (
+            None, "malformed_response"):
+        return False
+    choices = record.response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return True
+    return choice.get("finish_reason") == "tool_calls" and "message" in choice and not isinstance(
+        choice["message"], dict)
 
 
 def _first_choice(record: ExchangeRecord) -> dict[str, Any] | None:
@@ -166,6 +201,8 @@ def finish_reason(record: ExchangeRecord) -> str | None:
         return None
     if not record.ok:  # a malformed body K2VV would still have read: its finish reason as sent
         fr = (_first_choice(record) or {}).get("finish_reason")
+        if not fr and record.stream:
+            return "stop"  # K2VV's stream reassembly: finish_reason or "stop"
         return fr if isinstance(fr, str) else None
     if record.finish_reason is None and record.stream:
         return "stop"
@@ -177,6 +214,8 @@ def summarise(records: Iterable[ExchangeRecord], tools_by_case: dict[str, Any]) 
     s = K2VVSummary()
     others: Counter[str] = Counter()
     for r in records:
+        if dropped(r):
+            continue
         if answered(r):
             s.success_count += 1
         else:

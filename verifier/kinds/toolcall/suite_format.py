@@ -19,7 +19,9 @@ One kind of problem does not skip its line: a tool whose ``parameters`` fails it
 Providers receive such schemas in real traffic and K2VV sends them, so the line is sent as written, listed
 as an :class:`InputProblem` with ``action="sent"``, counted by K2VV's rule (calls of that tool are invalid)
 and left out of our own ``schema_accuracy`` denominator (see ``toolcall_scoring``). ``strict`` still
-rejects it. Roles pass through unchanged (``function`` included) except K2VV's ``_input``.
+rejects it. Nor does a line that offers the same tool name twice: K2VV sends it, so we send it as written too
+(``action="sent"``); calls of that name are validated against the FIRST tool of that name, by K2VV's rule and ours
+alike, and the line is listed. Roles pass through unchanged (``function`` included) except K2VV's ``_input``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class ToolcallCase(BaseModel):
     line: int | None = None
     #: tools whose ``parameters`` fail their metaschema: name -> "tools[i].function.parameters ...: why"
     schema_problems: dict[str, str] = Field(default_factory=dict)
+    #: tool names offered more than once: name -> "tools[i].function.name ... offered twice" (first one counts)
+    duplicate_tools: dict[str, str] = Field(default_factory=dict)
 
     def tools(self) -> dict[str, Any]:
         """Offered tools by name -> JSON Schema of their parameters (a tool without any takes an empty object)."""
@@ -83,7 +87,8 @@ class ToolcallCase(BaseModel):
         for t in self.body.get("tools") or []:
             fn = t.get("function") or {}
             params = fn.get("parameters")
-            out[fn["name"]] = {"type": "object", "properties": {}} if params is None else params
+            # a name offered twice: the first tool counts, as in K2VV's validator (next(... for t in tools ...))
+            out.setdefault(fn["name"], {"type": "object", "properties": {}} if params is None else params)
         return out
 
     def forced_tool(self) -> str | None:
@@ -131,12 +136,22 @@ def _fail(source: str, line: int | None, message: str) -> None:
     raise SuiteLineError(source, line, message)
 
 
-def _check_tools(tools: Any, source: str, line: int | None) -> tuple[dict[str, Any], dict[str, str]]:
-    """Offered tools by name, and the tools whose ``parameters`` fail their metaschema (kept, not fatal)."""
+@dataclass
+class _OfferedTools:
+    """What a line's ``tools`` list offers: parameters by name (first tool of a name wins), and the problems that
+    do not skip the line (kept, listed as sent): schemas failing their metaschema, names offered twice."""
+
+    by_name: dict[str, Any] = field(default_factory=dict)
+    bad_schemas: dict[str, str] = field(default_factory=dict)
+    duplicates: dict[str, str] = field(default_factory=dict)
+
+
+def _check_tools(tools: Any, source: str, line: int | None) -> _OfferedTools:
+    """Validate the ``tools`` list; malformed entries raise, the problems K2VV sends anyway are returned."""
     if not isinstance(tools, list):
         _fail(source, line, f"'tools' must be a list, got {type(tools).__name__}")
-    names: dict[str, Any] = {}
-    bad_schemas: dict[str, str] = {}
+    found = _OfferedTools()
+    names, bad_schemas = found.by_name, found.bad_schemas
     for i, t in enumerate(tools):
         where = f"tools[{i}]"
         if not isinstance(t, dict):
@@ -149,14 +164,15 @@ def _check_tools(tools: Any, source: str, line: int | None) -> tuple[dict[str, A
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             _fail(source, line, f"{where}.function.name must be a non-empty string")
-        if name in names:
-            _fail(source, line, f"{where}.function.name {name!r} is offered twice")
+        if name in names:  # only the first tool of a name is ever validated against (K2VV's rule and ours)
+            found.duplicates.setdefault(name, f"{where}.function.name {name!r} is offered twice")
+            continue
         params = fn.get("parameters", {"type": "object", "properties": {}})
         problem = schema_problem(params)
         if problem:
             bad_schemas[name] = f"{where}.function.parameters is not a valid JSON Schema: {problem}"
         names[name] = params
-    return names, bad_schemas
+    return found
 
 
 def _check_messages(messages: Any, source: str, line: int | None) -> list[dict]:
@@ -183,9 +199,9 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
                keep_bad_schemas: bool = False) -> ToolcallCase:
     """Validate one decoded line and normalise it into a :class:`ToolcallCase`.
 
-    A tool schema failing its metaschema raises like any other problem unless ``keep_bad_schemas``: then the
-    case is returned with ``schema_problems`` filled (a lenient suite load sends such lines anyway; a
-    converter such as the BFCL import wants the error).
+    A tool schema failing its metaschema, or a tool name offered twice, raises like any other problem unless
+    ``keep_bad_schemas``: then the case is returned with ``schema_problems`` / ``duplicate_tools`` filled (a lenient
+    suite load sends such lines anyway, as K2VV does; a converter such as the BFCL import wants the error).
     """
     if not isinstance(obj, dict):
         _fail(source, line, f"line is JSON but not an object (got {type(obj).__name__})")
@@ -193,12 +209,12 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
     if "messages" not in body:
         _fail(source, line, "not a chat-completions request: missing 'messages'")
     body["messages"] = _check_messages(body["messages"], source, line)
-    offered: dict[str, Any] = {}
-    bad_schemas: dict[str, str] = {}
+    tools = _OfferedTools()
     if "tools" in body and body["tools"] is not None:
-        offered, bad_schemas = _check_tools(body["tools"], source, line)
-        if bad_schemas and not keep_bad_schemas:
-            _fail(source, line, next(iter(bad_schemas.values())))
+        tools = _check_tools(body["tools"], source, line)
+        if (tools.bad_schemas or tools.duplicates) and not keep_bad_schemas:
+            _fail(source, line, next(iter({**tools.duplicates, **tools.bad_schemas}.values())))
+    offered = tools.by_name
     tc = body.get("tool_choice")
     if isinstance(tc, dict):
         fname = (tc.get("function") or {}).get("name") if isinstance(tc.get("function"), dict) else None
@@ -237,7 +253,7 @@ def parse_case(obj: Any, source: str, line: int | None, default_id: str | None =
         expected = ExpectedCall(tool=exp["tool"], arguments=args, options=options)
     return ToolcallCase(
         id=case_id, body=body, tags=list(tags), has_expected=has_expected, expected=expected, stream=stream, line=line,
-        schema_problems=bad_schemas,
+        schema_problems=tools.bad_schemas, duplicate_tools=tools.duplicates,
     )
 
 
@@ -298,6 +314,10 @@ def load_jsonl(
             problems += [InputProblem(source=source, line=line_no, action="sent",
                                       message=f"{msg} (sent anyway; K2VV counts calls of {name!r} as invalid)")
                          for name, msg in case.schema_problems.items()]
+            problems += [InputProblem(source=source, line=line_no, action="sent",
+                                      message=f"{msg} (sent as written, as K2VV does; calls of {name!r} are "
+                                              f"validated against the first tool of that name)")
+                         for name, msg in case.duplicate_tools.items()]
     manifest = SuiteManifest(
         name=name or p.stem,
         version=version,
