@@ -1,9 +1,11 @@
 """Request bodies of the OpenAI-compatible API, validated strictly from the raw JSON.
 
 Validation errors become OpenAI-style 400s naming the offending field (`param` = dotted path), never a 500. Every
-top-level field is either implemented or refused: an unknown one gets OpenAI's "Unrecognized request argument" 400
-(nothing is accepted and silently ignored). Nested objects (messages, tools) keep extra keys, which go to the chat
-template as they are.
+top-level field is implemented, accepted as metadata that cannot change a reply (:data:`METADATA_FIELDS`), or refused:
+a known field this server does not implement gets a 400 naming it and saying why (:data:`REFUSED_FIELDS`), an unknown
+one OpenAI's "Unrecognized request argument" 400 (nothing that would change generation is silently ignored). Nested
+objects (messages, tools) keep extra keys, which go to the chat template as they are; message content parts must be
+text (an image or an unknown part is a 400, never dropped).
 """
 
 from __future__ import annotations
@@ -21,6 +23,42 @@ class FieldError(ValueError):
     def __init__(self, param: str, message: str) -> None:
         super().__init__(message)
         self.param = param
+
+
+class RefusedField(FieldError):
+    """A field OpenAI (or a common server) defines that this server does not implement: 400 naming it and why."""
+
+
+#: fields other servers define whose effect this server does not implement; each is a 400 saying why, never ignored
+REFUSED_FIELDS: dict[str, str] = {
+    "reasoning_effort": "the served model has no reasoning mode to set an effort for",
+    "verbosity": "the served model has no verbosity control",
+    "functions": "the legacy functions API is not implemented; send 'tools'",
+    "function_call": "the legacy functions API is not implemented; send 'tool_choice'",
+    "modalities": "the served model reads and writes text only",
+    "audio": "the served model reads and writes text only",
+    "prediction": "predicted outputs (speculative decoding) are not implemented",
+    "web_search_options": "this server has no web search",
+    "best_of": "only one completion per request is generated",
+    "use_beam_search": "beam search is not implemented",
+    "guided_json": "vLLM's guided decoding is not implemented; 'response_format' json_object is",
+    "guided_regex": "vLLM's guided decoding is not implemented",
+    "guided_choice": "vLLM's guided decoding is not implemented",
+    "guided_grammar": "vLLM's guided decoding is not implemented",
+}
+#: fields accepted that change nothing in the reply (bookkeeping for the caller or a gateway); never logged
+METADATA_FIELDS = ("user", "store", "metadata", "service_tier", "provider")
+#: content part types OpenAI defines that carry something other than text (a text-only model cannot read them)
+NON_TEXT_PARTS = frozenset({"image_url", "input_image", "input_audio", "audio", "file", "video_url", "image"})
+
+
+def _refuse_unimplemented(data: Any) -> Any:
+    """Before field validation: a known-but-unimplemented field gets its own reason, not "unrecognized"."""
+    if isinstance(data, dict):
+        for name, why in REFUSED_FIELDS.items():
+            if name in data:
+                raise RefusedField(name, why)
+    return data
 
 
 class _Model(BaseModel):
@@ -60,6 +98,15 @@ class ChatMessage(_Model):
 
     @model_validator(mode="after")
     def _content_needed(self) -> ChatMessage:
+        for j, part in enumerate(self.content if isinstance(self.content, list) else ()):
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind == "text":
+                raise FieldError(f"content.{j}.text", "a text part needs 'text' as a string")
+            why = ("the served model reads text only" if kind in NON_TEXT_PARTS else
+                   "unknown content part type; only 'text' parts are read")
+            raise FieldError(f"content.{j}.type", f"content part type {str(kind)[:40]!r} is not supported: {why}")
         if self.role in ("user", "system", "developer", "tool") and self.content is None:
             raise FieldError("content", f"a '{self.role}' message needs 'content'")
         if self.role == "function" and (self.content is None or not self.name):
@@ -103,14 +150,44 @@ class _Sampling(_Body):
     n: int | None = Field(default=None, ge=1, le=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = None                  # OpenAI's end-user id: informational, as at OpenAI (never logged)
     ignore_eos: bool = False                 # vLLM extension: generate exactly max_tokens (benchmarks)
+    # OpenAI: token id (a decimal string) -> bias added to its logit before sampling, -100..100 (+-100: forced/banned)
+    logit_bias: dict[str, float] | None = None
+    # vLLM extensions, vLLM's semantics: keep the k most likely tokens (-1 or 0: all); drop tokens whose probability
+    # is below min_p x the top token's; divide positive / multiply negative logits of every token already in the
+    # prompt or the output by repetition_penalty (1: off)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=100.0)
+    # metadata (METADATA_FIELDS): accepted, change nothing in the reply, never logged
+    user: str | None = None                  # OpenAI's end-user id
+    store: bool | None = None                # OpenAI: keep the completion for its dashboard (nothing is kept here)
+    metadata: dict[str, str] | None = None   # OpenAI: tags stored with the completion
+    service_tier: str | None = None          # OpenAI: the processing tier (one tier here)
+    provider: dict[str, Any] | None = None   # OpenRouter: provider routing preferences (one provider here)
+
+    _refused = model_validator(mode="before")(_refuse_unimplemented)
 
     @model_validator(mode="after")
     def _stop_limits(self) -> _Sampling:
         if isinstance(self.stop, list) and (len(self.stop) > 4 or any(not s for s in self.stop)):
             raise FieldError("stop", "'stop' takes at most 4 non-empty strings")
+        for key, bias in (self.logit_bias or {}).items():
+            if not re.fullmatch(r"[0-9]{1,9}", key):
+                raise FieldError("logit_bias", f"key {key[:20]!r} is not a token id (a non-negative integer)")
+            if not -100.0 <= bias <= 100.0:
+                raise FieldError(f"logit_bias.{key}", f"bias {bias} is outside [-100, 100]")
         return self
+
+    def sampling_kwargs(self) -> dict[str, Any]:
+        """The request's sampling settings as ``SamplingParams`` keywords, each at its no-op value when unset (the
+        sampler skips what is at its no-op value, so a request without them costs what it did before)."""
+        return {"temperature": 1.0 if self.temperature is None else self.temperature,
+                "top_p": 1.0 if self.top_p is None else self.top_p, "seed": self.seed, "ignore_eos": self.ignore_eos,
+                "presence_penalty": self.presence_penalty or 0.0, "frequency_penalty": self.frequency_penalty or 0.0,
+                "logit_bias": {int(k): float(v) for k, v in self.logit_bias.items()} if self.logit_bias else None,
+                "top_k": max(self.top_k or 0, 0), "min_p": self.min_p or 0.0,
+                "repetition_penalty": 1.0 if self.repetition_penalty is None else self.repetition_penalty}
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
@@ -222,6 +299,9 @@ def first_error(err: ValidationError) -> tuple[str, str | None]:
     param = ".".join(loc) or None
     msg = e.get("msg", "invalid value")
     cause = e.get("ctx", {}).get("error")
+    if isinstance(cause, RefusedField):
+        where = ".".join(loc + [cause.param])
+        return f"Unsupported request argument '{where}': {cause}", where
     if isinstance(cause, FieldError):
         where = ".".join(loc + [cause.param])
         return f"Invalid value for '{where}': {cause}", where

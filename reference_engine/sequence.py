@@ -34,6 +34,12 @@ class SamplingParams:
     # logit -= frequency_penalty * c + presence_penalty * (c > 0)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    # OpenAI's logit_bias: token id -> added to its logit (None: off)
+    logit_bias: dict[int, float] | None = None
+    # vLLM's: top_k (0: all tokens), min_p (0: off), repetition_penalty over prompt + output tokens (1: off)
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
     # constrained decoding (forced tool calls, json_object, tool_choice "none"): see reference_engine.constraints
     constraint: Constraint | None = None
 

@@ -214,10 +214,10 @@ class Server:
         elif max_tokens > room:
             raise ApiError(400, f"max_tokens ({max_tokens}) + prompt ({prompt_len} tokens) exceeds the context length "
                                 f"{self.engine.max_model_len}", param="max_tokens", code="context_length_exceeded")
-        return SamplingParams(temperature=1.0 if req.temperature is None else req.temperature,
-                              top_p=1.0 if req.top_p is None else req.top_p, max_tokens=max_tokens, seed=req.seed,
-                              ignore_eos=req.ignore_eos, presence_penalty=req.presence_penalty or 0.0,
-                              frequency_penalty=req.frequency_penalty or 0.0, **extra)
+        kw = req.sampling_kwargs()
+        if bad := [t for t in kw["logit_bias"] or () if t >= self.engine.model_config.vocab_size][:1]:
+            raise ApiError(400, f"logit_bias names token id {bad[0]}, outside the vocabulary", param="logit_bias")
+        return SamplingParams(max_tokens=max_tokens, **kw, **extra)
 
     def _logprob_entry(self, token_id: int, logprob: float, top: list[tuple[int, float]]) -> dict:
         b = self.tok.token_bytes(token_id)
