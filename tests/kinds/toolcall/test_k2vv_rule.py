@@ -279,6 +279,7 @@ PEER_EDGES = [
      _body([{"index": 0, "finish_reason": "tool_calls", "message": None}]), "dropped"),
     ("message_null_stop", (WEATHER,), False, _body([{"index": 0, "finish_reason": "stop", "message": None}]), "stop"),
     ("split_name", (WEATHER,), True, _split_name_stream, "invalid"),
+    ("empty_stream", (WEATHER,), True, lambda: Reply(raw_events=[]), "stop"),  # only [DONE]: K2VV's "finish or stop"
 ]
 
 
@@ -315,6 +316,7 @@ def test_k2vv_counts_follow_k2vv_client_where_it_reads_differently(tmp_path: Pat
     assert k2vv_rule.dropped(by_case[4]) and not any(k2vv_rule.dropped(by_case[i]) for i in (1, 2, 3, 5, 6))
     assert k2vv_rule.answered(by_case[3]) and k2vv_rule.finish_reason(by_case[3]) is None
     # ours differs on purpose: no choices / a null message are provider faults; the joined name is a valid call
-    assert {i for i, rec in by_case.items() if not rec.ok} == {3, 4, 5}
+    assert {i for i, rec in by_case.items() if not rec.ok} == {3, 4, 5, 7}
+    assert k2vv_rule.answered(by_case[7]) and k2vv_rule.finish_reason(by_case[7]) == "stop"
     assert r.counts["tool_calls"] == 3 and r.counts.get("schema_schema_violation") == 1
     assert r.metrics["schema_accuracy"].n == 3 and r.metrics["schema_accuracy"].value == pytest.approx(2 / 3)
