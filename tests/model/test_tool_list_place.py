@@ -10,6 +10,7 @@ import pytest
 from safetensors import safe_open
 
 from reference_engine.chat_template import render_chat
+from tests.model.fixtures import TOY_ARCH_ARGS
 from training.chat_format import CHAT_TEMPLATE, FIRST_USER_CHAT_TEMPLATE, TOOL_LIST_PLACES, chat_template, render
 from training.corpus import agent_conversations, toolcall_conversations
 from training.train import main as train_main
@@ -75,7 +76,7 @@ def test_a_first_user_run_ships_its_template_and_records_the_place(tmp_path, cap
 
     out = tmp_path / "ckpt"
     train_main(["--n-toolcall", "40", "--n-agent", "4", "--seed", "11", "--steps", "3", "--time-limit-min", "5",
-                "--threads", "1", "--tool-list-at", "first-user", "--out", str(out)])
+                "--threads", "1", "--tool-list-at", "first-user", "--out", str(out), *TOY_ARCH_ARGS])
     cfg = json.loads((out / "tokenizer_config.json").read_text())
     assert cfg["chat_template"] == FIRST_USER_CHAT_TEMPLATE
     with safe_open(str(out / "model.safetensors"), "pt") as f:

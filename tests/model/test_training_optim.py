@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
+from tests.model.fixtures import TOY_ARCH_ARGS
 from training.model import TinyConfig, TinyLlama
 from training.optim import BatchedMuon, build_optimizers, is_hidden_matrix, orthogonalize
 from training.train import main as train_main
@@ -102,7 +103,8 @@ def test_muon_fits_a_fixed_batch() -> None:
 
 def test_the_optimizer_is_recorded_in_the_checkpoint(tmp_path, capsys) -> None:
     run = ["--n-toolcall", "60", "--n-agent", "6", "--seed", "11", "--steps", "5", "--time-limit-min", "5",
-           "--threads", "1", "--optimizer", "muon", "--muon-ns-dtype", "bfloat16", "--out", str(tmp_path / "muon")]
+           "--threads", "1", "--optimizer", "muon", "--muon-ns-dtype", "bfloat16", "--out", str(tmp_path / "muon"),
+           *TOY_ARCH_ARGS]
     train_main(run)
     assert "step 5/5 loss" in capsys.readouterr().out
     with safe_open(str(tmp_path / "muon" / "model.safetensors"), "pt") as f:

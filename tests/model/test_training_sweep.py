@@ -8,12 +8,14 @@ import tarfile
 import numpy as np
 import pytest
 
+from tests.model.fixtures import TOY_ARCH_ARGS
 from training.sweep import main as sweep_main
 from training.sweep import parse_run
 from training.train import lr_at
 from training.train import main as train_main
 
 SMALL = ["--n-toolcall", "60", "--n-agent", "6", "--seed", "11"]
+ARCH = " ".join(TOY_ARCH_ARGS)
 
 
 def test_wsd_holds_the_peak_then_decays_to_zero_over_the_last_quarter() -> None:
@@ -40,7 +42,7 @@ def _corpus_line(log: str) -> str:
 
 def test_a_prepared_corpus_trains_exactly_like_a_fresh_one(tmp_path, capsys) -> None:
     """Same tokenizer, same documents, same loss at every logged step: sweeps compare recipes, not corpora."""
-    run = [*SMALL, "--steps", "25", "--time-limit-min", "5", "--threads", "1"]
+    run = [*SMALL, "--steps", "25", "--time-limit-min", "5", "--threads", "1", *TOY_ARCH_ARGS]
     train_main([*run, "--out", str(tmp_path / "fresh")])
     fresh = capsys.readouterr().out
     train_main([*SMALL, "--prepared", str(tmp_path / "prep"), "--prepare-only"])
@@ -67,13 +69,14 @@ def test_a_prepared_corpus_refuses_other_corpus_arguments(tmp_path) -> None:
 def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
     """``--schema-weight`` trains the same from a prepared corpus as from a fresh one, and a corpus prepared before
     the mask was stored is refused for it (and still serves runs that do not weigh it)."""
-    run = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "3"]
+    run = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "3", *TOY_ARCH_ARGS]
     train_main([*run, "--out", str(tmp_path / "fresh")])
     fresh = capsys.readouterr().out
     train_main([*run, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "cached")])
     cached = capsys.readouterr().out
     assert _losses(fresh) and _losses(fresh) == _losses(cached)
-    unweighted = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "1"]
+    unweighted = [*SMALL, "--steps", "12", "--time-limit-min", "5", "--threads", "1", "--schema-weight", "1",
+                  *TOY_ARCH_ARGS]
     train_main([*unweighted, "--out", str(tmp_path / "plain")])
     assert _losses(capsys.readouterr().out) != _losses(fresh)
     npz = tmp_path / "prep" / "docs.npz"
@@ -87,7 +90,8 @@ def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
 
 def test_init_seed_changes_the_run_but_not_the_corpus(tmp_path, capsys) -> None:
     train_main([*SMALL, "--prepared", str(tmp_path / "prep"), "--prepare-only"])
-    common = [*SMALL, "--prepared", str(tmp_path / "prep"), "--steps", "5", "--time-limit-min", "5", "--threads", "1"]
+    common = [*SMALL, "--prepared", str(tmp_path / "prep"), "--steps", "5", "--time-limit-min", "5", "--threads", "1",
+              *TOY_ARCH_ARGS]
     capsys.readouterr()
     train_main([*common, "--out", str(tmp_path / "a")])
     first = capsys.readouterr().out
@@ -110,7 +114,7 @@ def test_run_specs_need_a_plain_name(tmp_path) -> None:
 def test_sweep_trains_each_recipe_and_bundles_checkpoint_and_log(tmp_path, capsys) -> None:
     sweep_main(["--work", str(tmp_path / "work"), "--device", "cpu", "--time-limit-min", "3",
                 "--bundle-to", str(tmp_path / "out"), "--corpus-args", " ".join(SMALL),
-                "cos=--steps 6", "wsd=--steps 6 --schedule wsd"])
+                f"cos=--steps 6 {ARCH}", f"wsd=--steps 6 --schedule wsd {ARCH}"])
     report = capsys.readouterr().out
     assert "cos: ok; step 6/6" in report and "wsd: ok; step 6/6" in report
     for name in ("cos", "wsd"):
