@@ -3,12 +3,19 @@
 A Llama-shaped model of ~3.5M parameters is written to a temp folder (random weights). Both sides generate exactly
 `--new` tokens per request, greedily, with the same torch thread count. Baselines:
   * hf-sequential: one `generate` call per request, one after another (a server without batching);
-  * hf-batched: one `generate` call for all requests at once (static batch, left padding), an upper bound for
-    batching without paging.
+  * hf-batched: one `generate` call for all requests at once (static batch, equal prompt lengths, no padding), an
+    upper bound for batching without paging.
 Ours: all requests submitted at once to the engine (continuous batching, paged KV). Figures are generated tokens per
-second of wall time (prefill included on both sides); the median of `--repeats` runs is printed.
+second of wall time (prefill included on both sides).
 
-  python benchmarks/engine_decode.py [--concurrency 1 8 32] [--new 64] [--repeats 3] [--threads 1]
+Why the measurement is shaped this way: one run of each side in turn gave 0.91x then 1.41x at the same concurrency on
+the same idle machine. So the sides are interleaved (engine, hf-seq, hf-batch, engine, ...; a load spike hits all of
+them alike), one warm-up round is run and discarded, each figure is the median of `--repeats` (>= 5) rounds with its
+spread ((max - min) / median) printed beside it, and a ratio whose inputs spread by more than 10 % is flagged `noisy`.
+The benchmark also checks that the engine's greedy tokens equal HF's for every request (the speed must not come from
+computing something else).
+
+  python benchmarks/engine_decode.py [--concurrency 1 8 32] [--new 64] [--repeats 5] [--threads 1]
 """
 
 from __future__ import annotations
@@ -17,17 +24,19 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from cpu_args import parse_cpu_args
 
 from reference_engine.config import EngineConfig
-from reference_engine.engine import Engine
+from reference_engine.engine import Engine, TokenEvent
 from reference_engine.sequence import SamplingParams
 from reference_engine.tiny_checkpoint import build_checkpoint
 
 PROMPT_LEN = 32
+NOISY = 0.10  # a spread above this is reported as noisy, not as a figure to steer by
 
 
 def model_dir(root: Path) -> Path:
@@ -40,40 +49,71 @@ def prompts(n: int, vocab: int) -> list[list[int]]:
     return [torch.randint(10, vocab - 10, (PROMPT_LEN,), generator=g).tolist() for _ in range(n)]
 
 
-def run_engine(path: Path, reqs: list[list[int]], new: int, **cfg) -> float:
+def make_engine(path: Path, **cfg) -> Engine:
+    """One engine per benchmark (as a server keeps one), warmed up once (allocator, first-call overheads)."""
     eng = Engine(EngineConfig(model_path=path, weights="fp32", kv_dtype=cfg.pop("kv", "fp32"),
                               threads=torch.get_num_threads(), kv_budget_bytes=256 << 20, **cfg))
-    # warm-up (allocator, first-call overheads)
-    eng.submit("w", reqs[0], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), lambda ev: None)
+    eng.submit("w", [11, 12, 13], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True), lambda ev: None)
     eng.run_until_idle()
+    return eng
+
+
+def run_engine(eng: Engine, reqs: list[list[int]], new: int, outputs: list[list[int]] | None = None) -> float:
+    """Tokens per second for all requests submitted at once; ``outputs`` receives each request's greedy tokens."""
+    got: list[list[int]] = [[] for _ in reqs]
+
+    def sink_for(i: int) -> Callable[[object], None]:
+        return lambda ev: got[i].append(ev.choice.token_id) if isinstance(ev, TokenEvent) else None
+
     t = time.perf_counter()
     for i, p in enumerate(reqs):
-        eng.submit(f"r{i}", p, SamplingParams(temperature=0, max_tokens=new, ignore_eos=True), lambda ev: None)
+        eng.submit(f"r{i}-{time.monotonic_ns()}", p, SamplingParams(temperature=0, max_tokens=new, ignore_eos=True),
+                   sink_for(i))
     eng.run_until_idle()
     dt = time.perf_counter() - t
-    assert eng.metrics.generation_tokens == 4 + new * len(reqs)
+    assert all(len(g) == new for g in got)
+    if outputs is not None:
+        outputs[:] = got
     return new * len(reqs) / dt
 
 
-def run_hf(model, reqs: list[list[int]], new: int, batched: bool) -> float:
+def run_hf(model, reqs: list[list[int]], new: int, batched: bool, outputs: list[list[int]] | None = None) -> float:
     kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
-    model.generate(torch.tensor([reqs[0]]), max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=0)
+    got: list[list[int]] = []
     t = time.perf_counter()
     if batched:
         ids = torch.tensor(reqs)                              # equal lengths: no padding needed
         out = model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
         assert out.shape[1] == PROMPT_LEN + new
+        got = out[:, PROMPT_LEN:].tolist()
     else:
         for p in reqs:
             ids = torch.tensor([p])
-            model.generate(ids, attention_mask=torch.ones_like(ids), **kw)
-    return new * len(reqs) / (time.perf_counter() - t)
+            got.append(model.generate(ids, attention_mask=torch.ones_like(ids), **kw)[0, PROMPT_LEN:].tolist())
+    dt = time.perf_counter() - t
+    if outputs is not None:
+        outputs[:] = got
+    return new * len(reqs) / dt
+
+
+def spread(xs: list[float]) -> float:
+    """(max - min) / median: how far apart the rounds were."""
+    return (max(xs) - min(xs)) / statistics.median(xs)
+
+
+def cell(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.1f} ±{100 * spread(xs) / 2:.0f}%"
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    r = statistics.median(a) / statistics.median(b)
+    return f"{r:.2f}" + (" noisy" if max(spread(a), spread(b)) > NOISY else "")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    args = parse_cpu_args(ap, new=64, repeats=3)
+    args = parse_cpu_args(ap, new=64, repeats=5)
     import transformers
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,17 +122,31 @@ def main() -> None:
         hf = transformers.AutoModelForCausalLM.from_pretrained(path, **{key: torch.float32}).eval()
         n_params = sum(p.numel() for p in hf.parameters())
         vocab = hf.config.vocab_size
+        eng = make_engine(path)
         print(f"model: llama, {n_params / 1e6:.2f}M params, prompt {PROMPT_LEN} tokens, {args.new} new tokens/request, "
-              f"torch threads {args.threads}, median of {args.repeats}")
-        print(f"{'conc':>5} {'engine tok/s':>13} {'hf-seq tok/s':>13} {'hf-batch tok/s':>15} {'x hf-seq':>9} "
-              f"{'x hf-batch':>10}")
+              f"torch threads {args.threads}; sides interleaved, 1 warm-up round discarded, median of {args.repeats} "
+              f"rounds ± half the spread; 'noisy': a spread over {NOISY:.0%}")
+        print(f"{'conc':>5} {'engine tok/s':>15} {'hf-seq tok/s':>15} {'hf-batch tok/s':>15} {'x hf-seq':>11} "
+              f"{'x hf-batch':>11}  greedy = hf")
         for c in args.concurrency:
             reqs = prompts(c, vocab)
-            ours = statistics.median(run_engine(path, reqs, args.new) for _ in range(args.repeats))
-            with torch.inference_mode():
-                seq = statistics.median(run_hf(hf, reqs, args.new, False) for _ in range(args.repeats))
-                bat = statistics.median(run_hf(hf, reqs, args.new, True) for _ in range(args.repeats))
-            print(f"{c:>5} {ours:>13.1f} {seq:>13.1f} {bat:>15.1f} {ours / seq:>9.2f} {ours / bat:>10.2f}", flush=True)
+            ours: list[float] = []
+            seq: list[float] = []
+            bat: list[float] = []
+            mine: list[list[int]] = []
+            theirs: list[list[int]] = []
+            for round_ in range(args.repeats + 1):           # round 0 warms every side up and is discarded
+                with torch.inference_mode():
+                    e = run_engine(eng, reqs, args.new, mine)
+                    s_ = run_hf(hf, reqs, args.new, False, theirs)
+                    b = run_hf(hf, reqs, args.new, True)
+                if round_:
+                    ours.append(e)
+                    seq.append(s_)
+                    bat.append(b)
+            same = sum(m == t for m, t in zip(mine, theirs))
+            print(f"{c:>5} {cell(ours):>15} {cell(seq):>15} {cell(bat):>15} {ratio(ours, seq):>11} "
+                  f"{ratio(ours, bat):>11}  {same}/{len(reqs)}", flush=True)
 
 
 if __name__ == "__main__":
