@@ -105,7 +105,7 @@ def _quirky(quirk: str):
     return respond
 
 
-EXPECTED_ERROR = {  # (variant) -> error class and the wire issue / message that names the quirk
+EXPECTED_ERROR: dict[str, dict[str, tuple[str, str | None]]] = {  # (variant) -> error class and the wire issue / message that names the quirk
     "error_with_choices": {"stream": ("broken_stream", None), "nonstream": ("provider_error", "error_in_body")},
     "deep_arguments": {v: ("malformed_response", "tool_call_arguments_too_deep:0") for v in ("stream", "nonstream")},
     "finish_object": {v: ("malformed_response", "malformed_finish_reason") for v in ("stream", "nonstream")},
@@ -154,6 +154,7 @@ def test_provider_quirk_is_never_scored_as_the_model(tmp_path: Path, scripted_se
 
     res = outcome.summary.result("cand", "parallel")
     ref_res = outcome.summary.result("ref", "parallel")
+    assert res is not None and ref_res is not None
     errors = Counter(r.error_class for r in cands if not r.ok)
     assert res.counts["request_errors"] == sum(errors.values()) == (0 if quirk in INTACT else 2 * len(quirky))
     # only the exchanges that were read count: every scored call is valid, as the reference's are
