@@ -232,9 +232,17 @@ async def test_complete_stream_without_done_is_kept_with_wire_issue_no_done():
     assert calls(ex) == CALLS and ex.usage.prompt_tokens == 9
 
 
-@pytest.mark.parametrize("cut", ["before_finish", "before_usage"])
+async def test_usage_in_the_finish_chunk_counts_as_complete():
+    """vLLM's continuous usage stats put a usage object in every chunk, the finish chunk included."""
+    finish = chunk({}, "tool_calls", usage=USAGE)
+    ex, _ = await exchange(chunked(sse(call_chunks() + [finish], done=False)))
+    assert ex.ok and ex.wire_issues == ["no_done"] and calls(ex) == CALLS
+
+
+@pytest.mark.parametrize("cut", ["before_finish", "before_usage", "usage_only_before_finish"])
 async def test_stream_closed_before_its_finish_or_usage_stays_broken(cut):
-    events = call_chunks() + (finish_and_usage()[:1] if cut == "before_usage" else [])
+    events = {"before_finish": call_chunks(), "before_usage": call_chunks() + finish_and_usage()[:1],
+              "usage_only_before_finish": [chunk(None, usage=USAGE)] + call_chunks() + finish_and_usage()[:1]}[cut]
     ex, sent = await exchange(chunked(sse(events, done=False)), max_attempts=2)
     assert ex.error_class == "broken_stream" and ex.attempts == 2 == sent
     assert "without [DONE]" in ex.error_message

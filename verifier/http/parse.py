@@ -277,15 +277,17 @@ class _StreamAccumulator:
         self.role: str | None = None
         self.chunks = 0  # data lines that were a completion chunk (an object choice, or a usage object)
         self.last_call: int | None = None  # the call the latest tool-call delta went to (index-less deltas follow it)
+        self.final_usage = False  # a usage object arrived in the finish chunk or after it
 
     @property
     def complete(self) -> bool:
-        """The reply is whole without ``[DONE]``: a finish reason and the usage chunk (which comes after it) arrived.
+        """The reply is whole without ``[DONE]``: a finish reason arrived, and a usage object with it or after it
+        (the usage chunk the client asks for comes last).
 
         Why: K2VV and the openai SDK accept a stream that closes cleanly after its last chunk; a stream cut before
         the finish (or between the finish and the usage it was asked for) stays broken.
         """
-        return self.finish is not None and self.usage is not None
+        return self.final_usage
 
     def feed(self, data: str, t: float, event: str = "message") -> bool:
         """Consume one SSE event's data; True at ``[DONE]``. Raises :class:`_BrokenStream` when the provider reports
@@ -321,6 +323,7 @@ class _StreamAccumulator:
         if not isinstance(choices, list):
             self.issues.append("chunk_without_choices")
             self.chunks += usable
+            self.final_usage = self.final_usage or (usable and self.finish is not None)
             return False
         if not self.meta:
             self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
@@ -333,6 +336,7 @@ class _StreamAccumulator:
                 continue
             self._delta(choice, t)
         self.chunks += usable
+        self.final_usage = self.final_usage or (type(usage) is dict and self.finish is not None)
         return False
 
     def _delta(self, choice: dict, t: float) -> None:
@@ -419,9 +423,9 @@ class _StreamAccumulator:
         if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < 1024:
             return idx
         self.issues.append("tool_call_delta_without_index")
-        current = self.calls.get(self.last_call) if self.last_call is not None else None
-        if current is None:
-            return self.last_call if self.last_call is not None else 0
+        if self.last_call is None:
+            return 0
+        current = self.calls[self.last_call]
         tid = tc.get("id") if isinstance(tc.get("id"), str) else None
         fn = tc.get("function")
         name = fn.get("name") if isinstance(fn, dict) else None
@@ -430,7 +434,6 @@ class _StreamAccumulator:
         new_name = isinstance(name, str) and bool(name and current["name"] and current["arguments"]) and not same_id
         if new_id or new_name:
             return max(self.calls) + 1  # bounded by the deltas sent, themselves bounded by the response cap
-        assert self.last_call is not None
         return self.last_call
 
     def result(self, status: int) -> dict:
