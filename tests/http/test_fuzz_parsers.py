@@ -8,12 +8,14 @@ in count and time, so the test is the same on every run and cheap on a 2-core CI
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import random
 import time
 from typing import Any
 
+import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -331,3 +333,39 @@ def test_deep_arguments_are_malformed_in_both_parsers_and_shallow_ones_are_not()
         for o in (out, acc.result(200)):
             assert (o.get("error_class") == "malformed_response") is bad, (depth, o.get("error_class"))
             assert ("tool_call_arguments_too_deep:0" in o["wire_issues"]) is bad
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self):  # type: ignore[override]
+        for p in self.parts:
+            yield p
+
+
+async def _events(parts: list[bytes]) -> list[tuple[str, str]]:
+    from httpx_sse import EventSource
+
+    from verifier.http.bodies import CappedText
+
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(parts))
+    return [(e.event, e.data) async for e in EventSource(CappedText(response, 1 << 20)).aiter_sse()]  # type: ignore[arg-type]
+
+
+_SSE_BODY = ('data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_a", "function": '
+             '{"name": "get_weather", "arguments": "{\\"city\\": \\"Zürich 😀\\"}"}}]}}]}\r\n\r\n'
+             'event: error\ndata: {"error": {"message": "é"}}\n\n: keep-alive\n\ndata: [DONE]\n\n').encode()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.integers(min_value=1, max_value=len(_SSE_BODY) + 2), max_size=6), st.booleans())
+def test_sse_body_with_a_bom_split_anywhere_reads_the_same_events(cuts, bom):
+    """The stream reader (CappedText + httpx-sse) on a body cut at any byte, a BOM first or not, multi-byte
+    characters cut in two: always the events of the whole body without the BOM, the first one included (#39 row 1)."""
+    body = (b"\xef\xbb\xbf" if bom else b"") + _SSE_BODY
+    points = sorted({0, len(body), *(min(c, len(body)) for c in cuts)})
+    parts = [body[a:b] for a, b in zip(points, points[1:])]
+    events = asyncio.run(_events(parts))
+    assert events == asyncio.run(_events([_SSE_BODY]))
+    assert events[0][1].startswith('{"choices"') and events[1] == ("error", '{"error": {"message": "é"}}')
