@@ -105,7 +105,8 @@ def _quirky(quirk: str):
     return respond
 
 
-EXPECTED_ERROR: dict[str, dict[str, tuple[str, str | None]]] = {  # (variant) -> error class and the wire issue / message that names the quirk
+#: quirk -> variant -> the error class and the wire issue that names the quirk
+EXPECTED_ERROR: dict[str, dict[str, tuple[str, str | None]]] = {
     "error_with_choices": {"stream": ("broken_stream", None), "nonstream": ("provider_error", "error_in_body")},
     "deep_arguments": {v: ("malformed_response", "tool_call_arguments_too_deep:0") for v in ("stream", "nonstream")},
     "finish_object": {v: ("malformed_response", "malformed_finish_reason") for v in ("stream", "nonstream")},
@@ -162,3 +163,22 @@ def test_provider_quirk_is_never_scored_as_the_model(tmp_path: Path, scripted_se
     assert res.metrics["schema_accuracy"].n == 2 * (2 * N - res.counts["request_errors"])
     verdict = outcome.summary.verdicts["cand"]
     assert verdict.status == "consistent", verdict.headline
+
+
+def test_verifier_run_cli_with_deep_arguments_exits_0(tmp_path: Path, scripted_server) -> None:
+    """Row 5 through the command line: it used to print "failed while scoring: RecursionError" and exit 3."""
+    from typer.testing import CliRunner
+
+    from verifier.cli import app
+
+    suite = tmp_path / "parallel.jsonl"
+    suite.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"weather and time in {i}?"}],
+                                           "tools": TOOLS, "_meta": {"id": f"p{i}"}}) for i in range(8)) + "\n")
+    ref, cand = scripted_server(_clean), scripted_server(_quirky("deep_arguments"))
+    res = CliRunner().invoke(app, ["run", "--reference", f"ref={ref.base_url}", "--endpoint", f"cand={cand.base_url}",
+                                   "--suite", str(suite), "--out", str(tmp_path / "run"), "--no-history", "-q"])
+    assert res.exit_code == 0, (res.exit_code, res.stderr, res.exception)
+    assert "RecursionError" not in res.stderr + res.stdout
+    records = RecordStore(tmp_path / "run" / "records.jsonl").read()
+    bad = [r for r in records if r.endpoint == "cand" and not r.ok]
+    assert sorted(r.case_id for r in bad) == ["p0", "p4"] and {r.error_class for r in bad} == {"malformed_response"}
