@@ -197,8 +197,8 @@ def _from_completion(status: int, data: Any) -> dict:
     """Pull the measured fields out of a non-streamed chat completion (tolerant: oddities become wire issues)."""
     issues: list[str] = []
     if isinstance(data, dict):
-        reported = _reported_error(data, (data.get("choices") or [None])[0] if isinstance(data.get("choices"),
-                                                                                          list) else None)
+        choices = data.get("choices")
+        reported = _reported_error(data, choices[0] if isinstance(choices, list) and choices else None)
         if reported is not None:
             return {"status": status, "response": data, "error_class": "provider_error",
                     "error_message": "the provider reported an error in a 200 reply: " + reported,
