@@ -9,6 +9,7 @@ exchange) and the scorers refuse such text the same way, so nothing downstream e
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from itertools import accumulate
 
 #: Deepest nesting of tool-call arguments that is read as JSON. Real tool schemas nest a handful of levels; 100
@@ -19,22 +20,32 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
+def _depths(text: str) -> Iterator[int]:
+    """The nesting depth after each bracket of ``text`` read as JSON (brackets inside strings do not count), lazily:
+    a reader that stops at the first level too deep scans a 1 MB bracket bomb in ~10 ms."""
+    bare = _STRING.sub("", text)
+    quote = bare.find('"')  # an unterminated string: a JSON parser stops there too
+    if quote >= 0:
+        bare = bare[:quote]
+    return accumulate(1 if m.group() in "[{" else -1 for m in _BRACKETS.finditer(bare))
+
+
 def nesting_depth(text: str) -> int:
     """The deepest ``[``/``{`` nesting of ``text`` read as JSON (brackets inside strings do not count).
 
-    Text after an unterminated string is not counted: a JSON parser stops there too. Malformed text gets an
-    upper bound, which is all a guard needs.
+    Malformed text gets an upper bound, which is all a guard needs.
     """
     if "[" not in text and "{" not in text:
         return 0
-    bare = _STRING.sub("", text)
-    quote = bare.find('"')
-    if quote >= 0:
-        bare = bare[:quote]
-    steps = (1 if b in "[{" else -1 for b in _BRACKETS.findall(bare))
-    return max(accumulate(steps), default=0)
+    return max(_depths(text), default=0)
 
 
 def too_deep(text: str) -> bool:
-    """True when ``text`` nests deeper than :data:`MAX_ARGUMENT_DEPTH`."""
-    return nesting_depth(text) > MAX_ARGUMENT_DEPTH
+    """True when ``text`` nests deeper than :data:`MAX_ARGUMENT_DEPTH`.
+
+    Counting brackets first answers for almost every reply (it runs on every call the client reads): text with no
+    more opening brackets than the limit cannot nest deeper. Otherwise the scan stops at the first level too deep.
+    """
+    if text.count("[") + text.count("{") <= MAX_ARGUMENT_DEPTH:
+        return False
+    return any(d > MAX_ARGUMENT_DEPTH for d in _depths(text))
