@@ -78,10 +78,11 @@ class Exchange(BaseModel):
     status: int | None = None  # final HTTP status; None when no response arrived
     # e.g. "rate_limited", "server_error", "timeout", "connection", "broken_stream", "client_error", "auth", "not_found"
     error_class: str | None = None
-    # ... and "malformed_response" (a 200 with no readable completion), "harness_error" (an exception while handling
-    # this exchange: recorded, the suite goes on), "probe_failed" (a logprob capability probe met provider faults)
+    # ... and "provider_error" (a 200 body that reports an error), "malformed_response" (a 200 with no readable
+    # completion), "harness_error" (an exception while handling this exchange: recorded, the suite goes on),
+    # "probe_failed" (a logprob capability probe met provider faults)
     error_message: str | None = None
-    # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
+    # per retry, the HTTP status behind it (0: timeout, connection, broken stream, provider error)
     retried_statuses: list[int] = Field(default_factory=list)
     stream: bool = False
     ttft_s: float | None = None

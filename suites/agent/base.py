@@ -186,6 +186,8 @@ class Environment(ABC):
             args = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             return ToolOutcome(False, MALFORMED, f"error: arguments are not valid JSON ({exc.msg}).")
+        except RecursionError:
+            return ToolOutcome(False, MALFORMED, "error: arguments are nested too deep to read.")
         if not isinstance(args, dict):
             return ToolOutcome(False, MALFORMED, "error: arguments must be a JSON object.")
         error = jsonschema.exceptions.best_match(self._validators[name].iter_errors(args))

@@ -289,11 +289,20 @@ async def test_keep_alive_reuses_connections_and_survives_server_closing_idle_on
     assert ex.ok and ex.attempts == 1
 
 
-async def test_stream_closed_cleanly_without_done_is_broken_and_retried(scripted_server):
-    """A stream whose HTTP body ends properly but never sends ``data: [DONE]`` is incomplete, not a success."""
-    srv = scripted_server(lambda b, ctx: Reply.text("partial answer", send_done=ctx.attempt > 1))
+async def test_stream_closed_cleanly_without_done_is_broken_and_retried_unless_complete(scripted_server):
+    """A stream whose HTTP body ends properly without ``data: [DONE]``: kept (wire issue ``no_done``, sent once) when
+    the finish reason and the usage chunk both arrived, as K2VV and the openai SDK accept it; incomplete (no usage
+    chunk after the finish, which may have been cut off) it stays a broken stream, retried."""
+    srv = scripted_server(lambda b, ctx: Reply.text("whole answer", send_done=False))
+    ex = await _chat(srv.base_url, stream=True)
+    assert ex.ok and ex.attempts == 1 and ex.retried_statuses == [] and ex.content == "whole answer"
+    assert ex.finish_reason == "stop" and ex.usage.completion_tokens == 7 and ex.wire_issues == ["no_done"]
+
+    srv = scripted_server(lambda b, ctx: Reply.text("partial answer", send_done=ctx.attempt > 1,
+                                                    stream_usage=ctx.attempt > 1))
     ex = await _chat(srv.base_url, stream=True)
     assert ex.ok and ex.attempts == 2 and ex.retried_statuses == [0] and ex.content == "partial answer"
+    assert ex.wire_issues == []
     once = await _chat(srv.base_url, {**BODY, "seed": 1}, stream=True, max_attempts=1)
     assert once.error_class == "broken_stream" and once.status == 200 and "without [DONE]" in once.error_message
 

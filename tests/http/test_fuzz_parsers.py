@@ -8,12 +8,14 @@ in count and time, so the test is the same on every run and cheap on a 2-core CI
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import random
 import time
 from typing import Any
 
+import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,6 +203,7 @@ def test_shapes_named_in_the_issue():
         body["choices"][0]["finish_reason"] = finish
         out = _from_completion(200, body)
         assert any(i.startswith("unknown_finish_reason") for i in out["wire_issues"]), out["wire_issues"]
+        assert out["error_class"] == "malformed_response"  # not text: unreadable, its calls never scored (#39 row 8)
     body = _valid_body()
     body["choices"][0]["message"]["tool_calls"] = 7
     out = _from_completion(200, body)
@@ -252,3 +255,117 @@ def test_store_keeps_a_lone_surrogate_and_reopens(tmp_path):
     reopened.append(rec.model_copy(update={"case_id": "c2"}))
     reopened.close()
     assert [r.case_id for r in RecordStore(path).read()] == ["c1", "c2"]
+
+
+# ------------------------------------------------------------------------ issue #39: index-less deltas, deep JSON
+
+_names = st.sampled_from(["get_weather", "get_time", "search", "f"])
+_args = st.dictionaries(st.sampled_from(["city", "q", "n", "tz"]), st.text(max_size=6) | st.integers(),
+                        max_size=3).map(json.dumps)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(calls=st.lists(st.tuples(_names, _args), min_size=1, max_size=4), with_ids=st.booleans(),
+       cuts=st.lists(st.integers(min_value=1, max_value=8), min_size=4, max_size=4), packed=st.booleans())
+def test_parallel_calls_streamed_without_index_reassemble_exactly(calls, with_ids, cuts, packed):
+    """Any parallel calls, streamed without ``index`` (an id on each header, or none), arguments cut anywhere
+    (each piece non-empty), one delta per piece or all pieces of a call in one chunk: the calls come back as sent,
+    never merged into one. Consecutive calls of the same name without ids are the one ambiguous layout: a name
+    there starts a new call only once the previous call has arguments, which every generated call has."""
+    calls = [(n, a) for n, a in calls]
+    deltas_per_chunk: list[list[dict]] = []
+    for k, (name, args) in enumerate(calls):
+        head: dict = {"type": "function", "function": {"name": name, "arguments": ""}}
+        if with_ids:
+            head["id"] = f"call_{k}"
+        step = max(1, len(args) // cuts[k % 4])
+        pieces = [{"function": {"arguments": args[i:i + step]}} for i in range(0, len(args), step)]
+        if packed:
+            deltas_per_chunk.append([head, *pieces])
+        else:
+            deltas_per_chunk += [[head], *([p] for p in pieces)]
+    acc = _StreamAccumulator()
+    for i, deltas in enumerate(deltas_per_chunk):
+        acc.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": deltas}}]}), float(i))
+    acc.feed(json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}}), 9.0)
+    out = acc.result(200)
+    assert [(c["name"], c["arguments"]) for c in out["tool_calls"]] == calls
+    assert [c["id"] for c in out["tool_calls"]] == ([f"call_{k}" for k in range(len(calls))] if with_ids
+                                                   else [None] * len(calls))
+    assert "error_class" not in out and "tool_call_delta_without_index" in out["wire_issues"]
+
+
+_nested = st.recursive(st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                           st.text(alphabet='[]{}"\\ab', max_size=4), inner, max_size=3), max_leaves=30)
+
+
+def _depth(v: Any) -> int:
+    if isinstance(v, list):
+        return 1 + max(map(_depth, v), default=0)
+    if isinstance(v, dict):
+        return 1 + max(map(_depth, v.values()), default=0)
+    return 0
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(_nested, st.integers(min_value=0, max_value=3))
+def test_nesting_depth_matches_the_parsed_value(value, indent):
+    """Brackets and escaped quotes inside strings never count; the depth is the parsed value's, however written."""
+    from verifier.json_depth import nesting_depth
+
+    assert nesting_depth(json.dumps(value, indent=indent or None)) == _depth(value)
+
+
+def test_deep_arguments_are_malformed_in_both_parsers_and_shallow_ones_are_not():
+    from verifier.json_depth import MAX_ARGUMENT_DEPTH
+
+    for depth, bad in ((MAX_ARGUMENT_DEPTH, False), (MAX_ARGUMENT_DEPTH + 1, True), (100_000, True)):
+        args = "[" * depth + "]" * depth
+        body = _valid_body()
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = args
+        out = _from_completion(200, body)
+        acc = _StreamAccumulator()
+        acc.feed(json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "c", "function": {"name": "f", "arguments": args}}]}, "finish_reason": "tool_calls"}]}),
+            0.0)
+        for o in (out, acc.result(200)):
+            assert (o.get("error_class") == "malformed_response") is bad, (depth, o.get("error_class"))
+            assert ("tool_call_arguments_too_deep:0" in o["wire_issues"]) is bad
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    async def __aiter__(self):  # type: ignore[override]
+        for p in self.parts:
+            yield p
+
+
+async def _events(parts: list[bytes]) -> list[tuple[str, str]]:
+    from httpx_sse import EventSource
+
+    from verifier.http.bodies import CappedText
+
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks(parts))
+    return [(e.event, e.data) async for e in EventSource(CappedText(response, 1 << 20)).aiter_sse()]  # type: ignore[arg-type]
+
+
+_SSE_BODY = ('data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_a", "function": '
+             '{"name": "get_weather", "arguments": "{\\"city\\": \\"Zürich 😀\\"}"}}]}}]}\r\n\r\n'
+             'event: error\ndata: {"error": {"message": "é"}}\n\n: keep-alive\n\ndata: [DONE]\n\n').encode()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.integers(min_value=1, max_value=len(_SSE_BODY) + 2), max_size=6), st.booleans())
+def test_sse_body_with_a_bom_split_anywhere_reads_the_same_events(cuts, bom):
+    """The stream reader (CappedText + httpx-sse) on a body cut at any byte, a BOM first or not, multi-byte
+    characters cut in two: always the events of the whole body without the BOM, the first one included (#39 row 1)."""
+    body = (b"\xef\xbb\xbf" if bom else b"") + _SSE_BODY
+    points = sorted({0, len(body), *(min(c, len(body)) for c in cuts)})
+    parts = [body[a:b] for a, b in zip(points, points[1:])]
+    events = asyncio.run(_events(parts))
+    assert events == asyncio.run(_events([_SSE_BODY]))
+    assert events[0][1].startswith('{"choices"') and events[1] == ("error", '{"error": {"message": "é"}}')

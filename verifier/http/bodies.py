@@ -59,7 +59,9 @@ class CappedText:
         self.headers = response.headers
 
     async def aiter_text(self) -> AsyncIterator[str]:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # SSE is UTF-8 by definition
+        # SSE is UTF-8 by definition, and its parser skips one leading BOM (the spec's "utf-8 decode"): utf-8-sig
+        # drops it even when split across reads; left in, it hid the first event's field name and lost the event
+        decoder = codecs.getincrementaldecoder("utf-8-sig")("replace")
         seen = 0
         async for chunk in self._response.aiter_bytes():  # decompressed bytes
             seen += len(chunk)

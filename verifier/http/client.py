@@ -54,7 +54,7 @@ from verifier.records import EndpointConfig, Exchange
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 #: Error classes the retry policy tries again (up to ``max_attempts``).
 RETRYABLE_ERRORS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
-                              "protocol_error"})
+                              "protocol_error", "provider_error"})
 _MAX_RETRY_AFTER_S = 120.0
 _MESSAGE_LIMIT = 500
 
@@ -430,9 +430,10 @@ class EndpointClient:
             await r.aclose()
         try:
             data = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError) as e:  # RecursionError: JSON nested past what the parser recurses into
+            what = "nests too deep to read as JSON" if isinstance(e, RecursionError) else "is not JSON"
             return {"status": r.status_code, "error_class": "malformed_response",
-                    "error_message": "response body is not JSON", "wire_issues": ["malformed_response_body"]}
+                    "error_message": f"response body {what}", "wire_issues": ["malformed_response_body"]}
         if not chat:
             return {"status": r.status_code, "response": data}
         return _from_completion(r.status_code, data)
@@ -447,10 +448,10 @@ class EndpointClient:
             acc = _StreamAccumulator()
             capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
-                if acc.feed(sse.data, time.perf_counter() - t0):
+                if acc.feed(sse.data, time.perf_counter() - t0, sse.event):
                     break
-            if not acc.done:
-                raise _BrokenStream(f"stream ended after {acc.events} events without [DONE]")
+            if not acc.done and not acc.complete:  # a whole reply without [DONE] is kept (wire issue no_done)
+                raise _BrokenStream(f"stream ended after {acc.events} events without [DONE], finish reason and usage")
             return acc.result(r.status_code)
         finally:
             await r.aclose()

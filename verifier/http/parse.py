@@ -12,13 +12,16 @@ import re
 from typing import Any
 
 from verifier.http import redaction
+from verifier.json_depth import too_deep
 from verifier.records import OPENAI_FINISH_REASONS, Usage
 
 #: wire issues that mean the model's decision cannot be read (a message that is not an object, tool calls that
-#: are not a list or not objects): the exchange is a provider fault (``malformed_response``), never scored as
-#: "the model called no tool"
+#: are not a list or not objects, a finish reason that is not text, arguments nested past what any reader can
+#: recurse into): the exchange is a provider fault (``malformed_response``), never scored as "the model called no
+#: tool" or as the model's invalid call
 UNREADABLE_SHAPES = frozenset({"malformed_message", "tool_calls_not_list", "malformed_tool_call",
-                               "malformed_tool_call_delta", "tool_call_name_not_string", "content_not_text"})
+                               "malformed_tool_call_delta", "tool_call_name_not_string", "content_not_text",
+                               "malformed_finish_reason", "tool_call_arguments_too_deep"})
 
 
 def _classify_shape(out: dict) -> dict:
@@ -31,7 +34,24 @@ def _classify_shape(out: dict) -> dict:
 
 
 class _BrokenStream(Exception):
-    """The SSE stream ended before ``data: [DONE]`` (or the connection dropped mid-stream)."""
+    """The SSE stream ended incomplete (no ``data: [DONE]`` and no finish), or the provider reported an error in it."""
+
+
+def _error_text(err: Any) -> str:
+    """A provider's in-band error object (or string) as one short line, redacted before the cut."""
+    message = err.get("message") if isinstance(err, dict) else err
+    return redaction.truncate(_as_text(message) if message is not None else _as_text(err), 200) or ""
+
+
+def _reported_error(data: dict, choice: Any) -> str | None:
+    """The error a 200 reply reports in band, or None: a non-null ``error`` member (OpenRouter's mid-generation
+    shape carries one beside ``choices``) or a choice whose ``finish_reason`` is ``"error"``."""
+    err = data.get("error")
+    if err not in (None, {}, "", []):
+        return _error_text(err)
+    if isinstance(choice, dict) and choice.get("finish_reason") == "error":
+        return "finish_reason 'error'"
+    return None
 
 
 def normalize_usage(usage: Any) -> Usage:
@@ -142,6 +162,14 @@ def _finish_issues(finish: str | None, calls: list[dict[str, Any]]) -> list[str]
     return issues
 
 
+def _loads_or_text(data: str) -> Any:
+    """An SSE event's data as JSON when it is JSON, else the text itself."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return data
+
+
 def _str_or_none(v: Any) -> str | None:
     return v if isinstance(v, str) or v is None else _as_text(v)
 
@@ -168,6 +196,13 @@ def _exchange_defaults(ex: dict) -> dict:
 def _from_completion(status: int, data: Any) -> dict:
     """Pull the measured fields out of a non-streamed chat completion (tolerant: oddities become wire issues)."""
     issues: list[str] = []
+    if isinstance(data, dict):
+        choices = data.get("choices")
+        reported = _reported_error(data, choices[0] if isinstance(choices, list) and choices else None)
+        if reported is not None:
+            return {"status": status, "response": data, "error_class": "provider_error",
+                    "error_message": "the provider reported an error in a 200 reply: " + reported,
+                    "wire_issues": ["error_in_body"]}
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
         return {"status": status, "response": data if isinstance(data, dict) else None,
                 "error_class": "malformed_response", "error_message": "completion has no choices",
@@ -198,9 +233,14 @@ def _from_completion(status: int, data: Any) -> dict:
         name = fn.get("name")
         if name is not None and not isinstance(name, str):
             issues.append(f"tool_call_name_not_string:{i}")
+        if args and too_deep(args):
+            issues.append(f"tool_call_arguments_too_deep:{i}")
         calls.append({"index": i, "id": _str_or_none(tc.get("id")), "type": _str_or_none(tc.get("type")),
                       "name": _str_or_none(name), "arguments": args or ""})
-    finish = _finish_str(choice.get("finish_reason"))
+    raw_finish = choice.get("finish_reason")
+    if raw_finish is not None and not isinstance(raw_finish, str):
+        issues.append("malformed_finish_reason")
+    finish = _finish_str(raw_finish)
     issues += _finish_issues(finish, calls) + _tool_call_issues(calls)
     reasoning = msg.get("reasoning_content")
     if reasoning is None:
@@ -236,9 +276,28 @@ class _StreamAccumulator:
         self.meta: dict[str, Any] = {}
         self.role: str | None = None
         self.chunks = 0  # data lines that were a completion chunk (an object choice, or a usage object)
+        self.last_call: int | None = None  # the call the latest tool-call delta went to (index-less deltas follow it)
+        self.final_usage = False  # a usage object arrived in the finish chunk or after it
 
-    def feed(self, data: str, t: float) -> bool:
-        """Consume one SSE data payload; True at ``[DONE]``."""
+    @property
+    def complete(self) -> bool:
+        """The reply is whole without ``[DONE]``: a finish reason arrived, and a usage object with it or after it
+        (the usage chunk the client asks for comes last).
+
+        Why: K2VV and the openai SDK accept a stream that closes cleanly after its last chunk; a stream cut before
+        the finish (or between the finish and the usage it was asked for) stays broken.
+        """
+        return self.final_usage
+
+    def feed(self, data: str, t: float, event: str = "message") -> bool:
+        """Consume one SSE event's data; True at ``[DONE]``. Raises :class:`_BrokenStream` when the provider reports
+        an error in the stream (an ``event: error``, an ``error`` member, ``finish_reason: "error"``): what it sent
+        before is a partial reply, never the model's answer."""
+        if event == "error":
+            payload = _loads_or_text(data)
+            if isinstance(payload, dict) and payload.get("error") is not None:
+                payload = payload["error"]
+            raise _BrokenStream("error event in stream: " + _error_text(payload))
         if data == "[DONE]":
             self.done = True
             return True
@@ -252,17 +311,19 @@ class _StreamAccumulator:
             self.issues.append("malformed_chunk")
             return False
         if "error" in chunk and "choices" not in chunk:
-            err = chunk["error"]
-            message = str(err.get("message") if isinstance(err, dict) else err)
-            raise _BrokenStream("error event in stream: " + (redaction.truncate(message, 200) or ""))
+            raise _BrokenStream("error event in stream: " + _error_text(chunk["error"]))
+        choices = chunk.get("choices")
+        reported = _reported_error(chunk, choices[0] if isinstance(choices, list) and choices else None)
+        if reported is not None:
+            raise _BrokenStream("error event in stream: " + reported)
         usage = chunk.get("usage")
         if usage is not None:
             self.usage = usage
         usable = type(usage) is dict  # a completion chunk: a usage object, or (below) an object choice
-        choices = chunk.get("choices")
         if not isinstance(choices, list):
             self.issues.append("chunk_without_choices")
             self.chunks += usable
+            self.final_usage = self.final_usage or (usable and self.finish is not None)
             return False
         if not self.meta:
             self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
@@ -275,6 +336,7 @@ class _StreamAccumulator:
                 continue
             self._delta(choice, t)
         self.chunks += usable
+        self.final_usage = self.final_usage or (type(usage) is dict and self.finish is not None)
         return False
 
     def _delta(self, choice: dict, t: float) -> None:
@@ -300,14 +362,12 @@ class _StreamAccumulator:
         if deltas is not None and type(deltas) is not list:
             self.issues.append("tool_calls_not_list")
             deltas = None
-        for j, tc in enumerate(deltas or ()):
+        for tc in deltas or ():
             if not isinstance(tc, dict):
                 self.issues.append("malformed_tool_call_delta")
                 continue
-            idx = tc.get("index")
-            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < 1024:
-                self.issues.append("tool_call_delta_without_index")
-                idx = j
+            idx = self._call_index(tc)
+            self.last_call = idx
             acc = self.calls.get(idx)
             if acc is None:
                 acc = self.calls[idx] = {"id": None, "type": None, "name": None, "arguments": []}
@@ -343,17 +403,39 @@ class _StreamAccumulator:
                 self.logprobs = []
             self.logprobs.extend(x for x in lp["content"] if isinstance(x, dict))
         finish = choice.get("finish_reason")
+        if finish is not None and type(finish) is not str:  # an object, a number: unreadable, never kept as text
+            self.issues.append("malformed_finish_reason")
         if finish:
             fr = finish if type(finish) is str else _finish_str(finish)
             if self.finish is not None and self.finish != fr:
                 self.issues.append("finish_reason_changed")
             self.finish = fr
-        elif finish is not None:  # a falsy non-null shape: {} / [] / 0 / false
-            self.issues.append("malformed_finish_reason")
         if seen_token:
             if self.ttft is None:
                 self.ttft = t
             self.times.append(t)
+
+    def _call_index(self, tc: dict) -> int:
+        """Which call a tool-call delta belongs to: its ``index``; without one (some providers omit it on parallel
+        calls), the call the previous delta went to, unless this delta starts another call: it brings an ``id``
+        other than that call's, or a name once that call already has a name and arguments. Merging such deltas
+        made one garbage call (``get_weatherget_time``) scored as the model's invalid call."""
+        idx = tc.get("index")
+        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < 1024:
+            return idx
+        self.issues.append("tool_call_delta_without_index")
+        if self.last_call is None:
+            return 0
+        current = self.calls[self.last_call]
+        tid = tc.get("id") if isinstance(tc.get("id"), str) else None
+        fn = tc.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        same_id = bool(tid) and tid == current["id"]
+        new_id = bool(tid) and current["id"] is not None and not same_id
+        new_name = isinstance(name, str) and bool(name and current["name"] and current["arguments"]) and not same_id
+        if new_id or new_name:
+            return max(self.calls) + 1  # bounded by the deltas sent, themselves bounded by the response cap
+        return self.last_call
 
     def result(self, status: int) -> dict:
         calls = [{"index": i, "id": a["id"], "type": a["type"] or "function", "name": a["name"],
@@ -363,6 +445,9 @@ class _StreamAccumulator:
         content = _join_text(self.content) if self.content else None
         reasoning = _join_text(self.reasoning) if self.reasoning else None
         issues = self.issues + _finish_issues(self.finish, calls) + _tool_call_issues(calls)
+        issues += [f"tool_call_arguments_too_deep:{c['index']}" for c in calls if too_deep(c["arguments"])]
+        if not self.done:
+            issues.append("no_done")
         if self.usage is None:
             issues.append("stream_missing_usage")
         msg: dict[str, Any] = {"role": self.role or "assistant", "content": content}

@@ -55,6 +55,7 @@ class Reply:
     send_done: bool = True  # stream: end with ``data: [DONE]`` (False: the body ends cleanly without it)
     argument_pieces: int = 3  # stream: split each tool call's arguments into this many deltas
     raw_events: list[str] | None = None  # stream: send these SSE data payloads verbatim (hostile streams), then [DONE]
+    sse_bytes: bytes | None = None  # stream: the whole SSE body, byte for byte (a BOM, `event:` lines, no [DONE])
     model: str | None = None
 
     @classmethod

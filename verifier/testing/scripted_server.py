@@ -295,6 +295,10 @@ class ScriptedServer:
         hdr = ["HTTP/1.1 200 OK", "Content-Type: text/event-stream", "Cache-Control: no-cache",
                "Transfer-Encoding: chunked"] + [f"{k}: {v}" for k, v in reply.headers.items()]
         writer.write(("\r\n".join(hdr) + "\r\n\r\n").encode("latin-1"))
+        if reply.sse_bytes is not None:
+            writer.write((_chunk(reply.sse_bytes) if reply.sse_bytes else b"") + b"0\r\n\r\n")
+            await writer.drain()
+            return True
         events = reply.raw_events if reply.raw_events is not None else stream_events(reply, body, rid)
         for i, ev in enumerate(events):
             if reply.truncate_after_chunks is not None and i >= reply.truncate_after_chunks:

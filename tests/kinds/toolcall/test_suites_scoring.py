@@ -187,3 +187,19 @@ def test_comparisons_with_repeats_use_cluster_robust_test() -> None:
     assert comp.difference.value == pytest.approx(-0.5)
     # d per case = -1 (3 cases) or 0 (3 cases), each twice: CR1 se = sqrt(6/5 * 6 * 1 / 144) = 0.22361, df 5
     assert comp.difference.high - comp.difference.value == pytest.approx(2.570582 * 0.2236068, abs=1e-5)
+
+
+def test_records_with_arguments_nested_past_the_parser_score_as_one_invalid_call() -> None:
+    """A record stored before the client refused deep arguments (an old run folder, a resumed one): scoring the
+    suite must not raise RecursionError (which emptied every endpoint's results); the call is not JSON, the rest of
+    the suite is scored as usual, and K2VV's rule counts it invalid."""
+    deep = "[" * 1500 + "]" * 1500
+    shallow = '{"city": ' + "[" * 50 + '"Oslo"' + "]" * 50 + "}"
+    cand = [rec("cand", "c1", args=deep), rec("cand", "c3", args='{"city":"Lima"}'), rec("cand", "c5", args=shallow)]
+    out = {r.endpoint: r for r in score_toolcall("s", CASES, REF + cand, "ref", ["ref", "cand"])}
+    res = out["cand"]
+    assert res.counts["schema_not_json"] == 1 and res.counts["schema_schema_violation"] == 1
+    assert res.metrics["schema_accuracy"].n == 3 and res.metrics["schema_accuracy"].value == pytest.approx(1 / 3)
+    assert res.extra["k2vv_summary"]["successful_tool_call_count"] == 1
+    assert check_call("get_weather", deep, {"get_weather": WEATHER["function"]["parameters"]}).error == \
+        "arguments nest deeper than 100 levels"

@@ -152,7 +152,7 @@ def canonical_action(name: str | None, arguments: str) -> str:
     """``name(args)`` with arguments re-serialised canonically when they parse, raw otherwise (for divergence)."""
     try:
         args = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # nested past the parser's depth: kept raw
         args = arguments
     return f"{name}({args})"
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from jsonschema import FormatChecker
 
+from verifier.json_depth import MAX_ARGUMENT_DEPTH, too_deep
 from verifier.kinds.toolcall import tool_schemas
 from verifier.kinds.toolcall.bfcl.options import args_match_options
 from verifier.kinds.toolcall.suite_format import ExpectedCall, ToolcallCase
@@ -74,6 +75,11 @@ def check_call(name: str | None, raw_arguments: str, tools: dict[str, Any]) -> C
     """Parse and validate one call; the first failing check decides its status."""
     c = CallCheck(name=name, raw_arguments=raw_arguments or "")
     text = c.raw_arguments.strip() or "{}"  # an empty string is how some servers send "no arguments"
+    if too_deep(text):
+        # the client classifies such a reply malformed_response; a record from before that rule lands here, and
+        # must be one invalid call, not a RecursionError that loses the suite's results
+        c.status, c.error = "not_json", f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+        return c
     try:
         c.arguments = json.loads(text)
     except json.JSONDecodeError as exc:
