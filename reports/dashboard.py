@@ -82,7 +82,7 @@ def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: in
     if v is None:
         return "not measured"
     pct = metric_info(metric).unit == "%"
-    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.3g}")
+    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.4g}")  # 4 significant digits, as the summary
     ci = f" [{f(lo)}, {f(hi)}]" if lo is not None and hi is not None else ""
     return f"{f(v)}{'%' if pct else ''}{ci} n={n}"
 
