@@ -164,7 +164,9 @@ def run(
 def merge(
     dirs: list[Path] = typer.Argument(..., help="The run folders of verifier run --shard 1/N ... N/N."),
     out: Path = typer.Option(..., "--out", help="Folder for the merged run (new or empty)."),
-    db: Path | None = typer.Option(None, "--db", help="History database to index the merged run into."),
+    db: str | None = typer.Option(None, "--db", metavar="PATH|URL",
+                                     help="History database to index the merged run into: a SQLite file or "
+                                          "postgresql://user@host:port/dbname (default $VERIFIER_DB)."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not index the merged run into history."),
 ) -> None:
     """Join the folders of a sharded run into one run folder (records, summary, report), without any network."""
