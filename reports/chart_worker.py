@@ -35,6 +35,8 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 #: How long a chart may take in the worker before it is drawn in-process instead (a stuck worker never hangs a run).
 WAIT_S = 60.0
+#: Bound on joining the pool's manager thread once its worker is gone (it ends in milliseconds; never hang a run).
+_MANAGER_JOIN_S = 5.0
 
 
 def _prepare_worker(parent_pid: int) -> None:
@@ -115,16 +117,27 @@ class ChartDrawer:
 
     def stop_worker(self, grace_s: float = 0.0) -> None:
         """No more jobs for the worker; one still busy after ``grace_s`` seconds (hung, or drawing what nobody
-        awaits any more) is killed, so the pool never holds up the exit of the run."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        awaits any more) is killed, so the pool never holds up the exit of the run.
+
+        The pool's manager thread is joined last. Why: ``shutdown(wait=False)`` leaves that thread running, and
+        when the run then exits at once (an early error: nothing to draw) the interpreter's exit hook
+        (``concurrent.futures.process._python_exit``) wrote to the thread's wake-up pipe while the thread was
+        closing it, printing an intermittent "Exception ignored ... Bad file descriptor" traceback under a clean
+        one-line error. Once the worker is gone the thread ends within milliseconds; joining it leaves the exit
+        hook nothing to race with. The pool keeps the thread in a private attribute, read with a fallback.
+        """
+        pool, self._pool = self._pool, None
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         for process in self._processes:
             process.join(grace_s)
             if process.is_alive():
                 process.kill()
                 process.join()
         self._processes = []
+        if manager is not None:
+            manager.join(timeout=_MANAGER_JOIN_S)
 
     def close(self) -> None:
         self.stop_worker(grace_s=5.0)  # an idle worker exits at once when the pool shuts down

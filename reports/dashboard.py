@@ -18,6 +18,7 @@ import os
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
+from urllib.parse import quote
 
 import jinja2
 from pydantic import BaseModel, Field
@@ -81,7 +82,7 @@ def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: in
     if v is None:
         return "not measured"
     pct = metric_info(metric).unit == "%"
-    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.3g}")
+    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.4g}")  # 4 significant digits, as the summary
     ci = f" [{f(lo)}, {f(hi)}]" if lo is not None and hi is not None else ""
     return f"{f(v)}{'%' if pct else ''}{ci} n={n}"
 
@@ -106,11 +107,18 @@ def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> dict[tup
 
 
 def _link(report: Path, out: Path) -> str:
-    """A relative link when the report sits below the dashboard's folder tree, else a file:// URI."""
+    """A relative, ``./``-prefixed, percent-encoded link from the dashboard to a run's report.
+
+    Why every part is encoded: folder names are data. A run folder named ``javascript:alert(1)`` once became
+    ``href="javascript:alert(1)/report.html"``, a script URL (only the page's CSP stopped a click); ``#``, ``?``
+    or ``%`` in a name would cut or change the link. Encoded, ``:`` is ``%3A``, and with the ``./`` prefix no
+    first segment can read as a scheme. A report on another Windows drive gets a file:// URI built by pathlib.
+    """
     try:
-        return Path(os.path.relpath(report.resolve(), out.resolve().parent)).as_posix()
+        rel = Path(os.path.relpath(report.resolve(), out.resolve().parent)).as_posix()
     except ValueError:  # another drive on Windows
         return report.resolve().as_uri()
+    return "./" + "/".join(quote(part, safe="") for part in rel.split("/"))
 
 
 def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = None) -> DashboardView:

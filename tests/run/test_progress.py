@@ -27,3 +27,20 @@ def test_silent_when_not_displayed():
     with Progress(total=2, display=False, console=Console(file=buf)) as p:
         p.advance(2)
     assert p.done == 2 and buf.getvalue() == ""
+
+
+def test_plain_lines_when_not_a_terminal():
+    """Not a terminal and not --quiet: one plain line per interval, from a thread (a slow exchange still shows)."""
+    import time
+
+    buf = io.StringIO()
+    with Progress(total=10, console=Console(file=buf), plain_interval_s=0.05) as p:
+        p.set_label("toolcall-core")
+        p.advance(3, error=True)
+        time.sleep(0.3)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) >= 2 and "\x1b[" not in buf.getvalue()
+    assert lines[-1].startswith("progress toolcall-core: 3/10 exchanges, 3 errors, 0 retries, ")
+    n = len(lines)
+    time.sleep(0.2)
+    assert len(buf.getvalue().splitlines()) == n  # the thread stopped with the run

@@ -14,15 +14,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reports.chart_worker import ChartDrawer
 from reports.render import render_report
 from verifier import history as history_store
 from verifier.history import HistoryError
+from verifier.run.errors import InputError
 from verifier.run.merge import MergeSettings, merge_runs
 from verifier.run.runner import RunOutcome, RunSettings, execute_run
-from verifier.run.store import _first_line
+from verifier.run.store import RunManifest, StoreError, _first_line
 
 if TYPE_CHECKING:
     from verifier.history import DbArg
@@ -46,6 +47,8 @@ def run_and_publish(settings: RunSettings, publish_to: Publish) -> RunOutcome:
     The chart worker starts before measuring, so matplotlib is imported on another core while the run
     sends requests (:mod:`reports.chart_worker`); it is started before the run's event loop and threads exist.
     """
+    publish_to = resumed_publish(settings, publish_to)
+    settings.publish = publish_record(publish_to)
     with ChartDrawer(worker=publish_to.render) as drawer:
         outcome = execute_run(settings)
         history = publish_to.history
@@ -58,6 +61,40 @@ def run_and_publish(settings: RunSettings, publish_to: Publish) -> RunOutcome:
         outcome.warnings += publish(outcome.run_dir, Publish(history=history, db=publish_to.db,
                                                              render=publish_to.render), drawer)
     return outcome
+
+
+def publish_record(publish_to: Publish) -> dict[str, Any]:
+    """What the manifest keeps of ``publish_to``, so ``--resume`` and ``verifier report`` do the same.
+
+    Never a secret: a database URL's password (and other credentials) is replaced by ``***`` and marked, and the
+    resume then asks for ``--db`` again instead of indexing into another database.
+    """
+    db = None if publish_to.db is None else str(publish_to.db)
+    shown = history_store.redact_db_text(db) if db is not None else None
+    return {"history": publish_to.history, "db": shown, "db_redacted": shown != db}
+
+
+def resumed_publish(settings: RunSettings, given: Publish) -> Publish:
+    """On ``--resume``, what the run was started with, unless a flag given now says otherwise.
+
+    ``--no-history`` given now wins; not given, the run's own choice stands (a run started with ``--no-history``
+    is not indexed by its resume). ``--db`` given now wins; not given, the run's database is used again, and one
+    whose URL held a password (not stored) is an input error asking for ``--db``.
+    """
+    if settings.resume is None:
+        return given
+    try:
+        recorded = RunManifest.load(Path(settings.resume)).settings.get("publish") or {}
+    except StoreError:
+        return given  # the runner reports a folder that is no run, under its lock
+    history = given.history and bool(recorded.get("history", True))
+    db = given.db
+    if db is None and history and recorded.get("db") is not None:
+        if recorded.get("db_redacted"):
+            raise InputError(f"--resume: the run indexes into {recorded['db']}, whose credentials are not stored; "
+                             "pass the same --db again (or --no-history)")
+        db = recorded["db"]
+    return Publish(history=history, db=db, render=given.render)
 
 
 def merge_and_publish(settings: MergeSettings, publish_to: Publish) -> RunOutcome:

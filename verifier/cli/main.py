@@ -27,6 +27,7 @@ from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.merge import MergeSettings
 from verifier.run.runner import RunSettings
+from verifier.run.store import RunManifest, StoreError
 
 _out = Console(highlight=False, soft_wrap=True)
 
@@ -108,6 +109,10 @@ def run(
                         e.model = model
         elif resume is not None and not reference and not endpoint:
             eps = None
+        elif endpoint and not reference and resume is None:
+            # the first --endpoint once became the reference silently: nothing was compared, and exit 0 read as a pass
+            _fail("--endpoint needs --reference: name the endpoint to compare against, e.g. --reference "
+                  "ref=https://trusted.example/v1, or --reference builtin:tiny for the built-in engine", 2)
         else:
             eps = from_flags(reference, endpoint or [], model=model, api_key_env=api_key_env, stream=stream)
         if eps is not None:
@@ -159,7 +164,9 @@ def run(
 def merge(
     dirs: list[Path] = typer.Argument(..., help="The run folders of verifier run --shard 1/N ... N/N."),
     out: Path = typer.Option(..., "--out", help="Folder for the merged run (new or empty)."),
-    db: Path | None = typer.Option(None, "--db", help="History database to index the merged run into."),
+    db: str | None = typer.Option(None, "--db", metavar="PATH|URL",
+                                     help="History database to index the merged run into: a SQLite file or "
+                                          "postgresql://user@host:port/dbname (default $VERIFIER_DB)."),
     no_history: bool = typer.Option(False, "--no-history", help="Do not index the merged run into history."),
 ) -> None:
     """Join the folders of a sharded run into one run folder (records, summary, report), without any network."""
@@ -220,11 +227,24 @@ def report(run_dir: Path = typer.Argument(..., help="A run folder (with summary.
     if db is not None and not history_store.history_exists(db):
         # describe_db: never the raw URL, it may carry a password
         _fail(f"--db {history_store.describe_db(db)}: no such history database", 2)
-    history_db = None if no_history else (db or _existing_default_db())
+    history_db = None if no_history else (db or _run_db(run_dir) or _existing_default_db())
     warnings = render(run_dir, history_db)
     if warnings:
         _fail(warnings[0], 3)
     print(run_dir / "report.html")
+
+
+def _run_db(run_dir: Path) -> str | None:
+    """The history database the run indexed into (kept in its manifest), when it was named and still exists;
+    the report then draws the run beside its own history, not the default database's."""
+    try:
+        recorded = RunManifest.load(run_dir).settings.get("publish") or {}
+    except StoreError:
+        return None
+    db = recorded.get("db")
+    if not recorded.get("history", True) or db is None or recorded.get("db_redacted"):
+        return None
+    return str(db) if history_store.history_exists(str(db)) else None
 
 
 def _existing_default_db() -> Any:

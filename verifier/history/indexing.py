@@ -4,7 +4,8 @@ Indexing is idempotent and safe under concurrent writers. In one transaction: up
 primary key ``run_id`` (which also locks it on PostgreSQL, so a second writer of the *same* run waits for the
 first to commit), delete that run's metric rows, insert the new ones. Two writers of different runs never
 touch the same rows; two writers of the same run leave exactly one copy (the later one's). A *different* run
-under an id already taken (same folder name, another start time) is refused rather than allowed to replace it.
+under an id already taken (a copied folder, or an older version's folder-name id) is refused rather than allowed to
+replace it.
 """
 
 from __future__ import annotations
@@ -97,5 +98,6 @@ def _upsert_run(conn: Connection, row: dict[str, Any], where: str) -> None:
     other = conn.execute(select(runs.c.started_at).where(runs.c.run_id == row["run_id"])).scalar()
     if other != row["started_at"]:
         raise HistoryError(f"{where}: run_id '{row['run_id']}' is already indexed from another run (started {other}; "
-                           f"this one {row['started_at']}); give each run folder a unique name (the run_id is the "
-                           f"folder's name)")
+                           f"this one {row['started_at']}). A run id is unique per run (folder name, start time, "
+                           f"random suffix), so one of them is a copied run folder or was written by an older version "
+                           f"that used the folder's name: index only one of them.")

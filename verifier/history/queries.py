@@ -8,9 +8,9 @@ both backends give identical frames for the same rows (``tests/history/test_post
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -68,10 +68,24 @@ def load_frame(
 
 
 def load_points(db_path: DbArg = None, **filters: str | Sequence[str] | None) -> list[MetricPoint]:
-    """Typed rows for code that crosses module boundaries (drift, report)."""
+    """Typed rows for code that crosses module boundaries (drift, report, dashboard), at full float precision.
+
+    Why no JSON round trip: ``DataFrame.to_json`` writes 10 significant digits by default, which turned a KL of
+    6.7e-13 into 0 (the dashboard showed "0 [3.9e-16, 0]", lower above upper) and fed drift the rounded values.
+    Each cell goes from its numpy scalar to the Python value (NaN -> None) unchanged.
+    """
     df = load_frame(db_path, **filters)  # type: ignore[arg-type]
-    records = json.loads(df.to_json(orient="records"))
-    return [MetricPoint.model_validate(r) for r in records]
+    return [MetricPoint.model_validate({k: _plain(v) for k, v in row.items()})
+            for row in df.to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as its Python value (float64 -> float bit for bit), a missing float (NaN) as None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
 
 
 def load_runs(db_path: DbArg = None) -> list[RunEntry]:

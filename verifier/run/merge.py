@@ -40,7 +40,7 @@ from verifier.run.runner import (
     package_versions,
 )
 from verifier.run.shard import Shard, ShardSpecError, case_key, shard_of
-from verifier.run.store import ManifestEndpoint, RecordStore, RunManifest, StoreError
+from verifier.run.store import ManifestEndpoint, RecordStore, RunManifest, StoreError, new_run_id
 from verifier.run.summary import RunSummary, SummaryFileError
 
 #: ManifestEndpoint fields that do not change what an endpoint is asked, so shards may differ in them.
@@ -82,7 +82,7 @@ def merge_runs(settings: MergeSettings) -> RunOutcome:
         held.callback(lock_run_dir(run_dir, "--out").release)
         merged_from = [{"dir": str(s.dir), "run_id": s.manifest.run_id, "shard": s.shard.label} for s in shards]
         manifest = RunManifest(
-            run_id=run_dir.name, started_at=min(s.manifest.started_at
+            run_id=new_run_id(run_dir), started_at=min(s.manifest.started_at
                                                 for s in shards), reference=first.manifest.reference,
             endpoints=first.manifest.endpoints, suites=first.manifest.suites,
             settings={**base_settings, "merged_from": merged_from}, versions=package_versions())

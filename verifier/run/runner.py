@@ -58,6 +58,7 @@ from verifier.run.store import (
     RunManifest,
     StoreError,
     display_json,
+    new_run_id,
 )
 from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary
 from verifier.run.verdict import compute_verdicts
@@ -83,6 +84,9 @@ class RunSettings:
     display_progress: bool | None = None
     backoff_base: float = 0.5
     shard: str | None = None  # "I/N": run only this shard's cases of every suite (verifier.run.shard)
+    #: what the caller does with the finished folder (``verifier.cli.compose``: history index on/off, database),
+    #: recorded in the manifest so that ``--resume`` does the same; the runner only keeps it, never acts on it
+    publish: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,6 +163,8 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
                                 "stream": s.stream, "options": s.options}
     if shard is not None:
         recorded["shard"] = shard.label
+    if s.publish:
+        recorded["publish"] = s.publish
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded)
 
@@ -179,6 +185,7 @@ def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) 
         raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
                          f"not {s.shard}")
     s.shard = st.get("shard")
+    s.publish = s.publish or dict(st.get("publish") or {})  # a caller that merged in its own flags wins
     return manifest
 
 
@@ -228,7 +235,7 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
 def _write_manifest(plan: RunPlan) -> RunManifest:
     old = plan.resumed
     manifest = RunManifest(
-        run_id=old.run_id if old else plan.run_dir.name, started_at=old.started_at if old else _utcnow(),
+        run_id=old.run_id if old else new_run_id(plan.run_dir), started_at=old.started_at if old else _utcnow(),
         reference=plan.endpoints.reference, endpoints=_manifest_endpoints(plan.endpoints),
         suites=[ManifestSuite(ref=ref, kind=kind.kind, manifest=suite.manifest) for ref, kind, suite in plan.loaded],
         settings=plan.recorded_settings, versions=package_versions(),

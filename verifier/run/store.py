@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -336,8 +337,44 @@ def display_json(model: BaseModel, *, indent: int | None = None) -> str:
         return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+#: a first line longer than this (a provider's body pasted into an exception) is shortened at a sentence end
+_MESSAGE_LIMIT = 1000
+
+
 def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+    """The first line of an exception's message, for a one-line error or warning.
+
+    Never cut mid-sentence: a cut once ended the warning that explained why a run was not indexed in the middle
+    of its own explanation. A line over ``_MESSAGE_LIMIT`` characters (only pasted bodies get there) ends at its
+    last sentence or clause end before the limit, followed by " (...)".
+    """
+    text = str(e).strip()
+    return shorten_at_sentence(text.splitlines()[0]) if text else type(e).__name__
+
+
+def shorten_at_sentence(line: str, limit: int = _MESSAGE_LIMIT) -> str:
+    """``line`` unchanged when it fits; else cut after the last ". ", "; " or ": " before ``limit`` (or the last
+    space, for text without one) and marked " (...)" so a reader knows there was more."""
+    if len(line) <= limit:
+        return line
+    head = line[:limit]
+    cut = max(head.rfind(". "), head.rfind("; "), head.rfind(": "))
+    cut = cut + 1 if cut > 0 else (head.rfind(" ") if head.rfind(" ") > 0 else limit)
+    return head[:cut].rstrip() + " (...)"
+
+
+def new_run_id(run_dir: Path, started_at: dt.datetime | None = None) -> str:
+    """A run id unique across folders, machines and clones: the folder's name, the UTC start and 6 random hex digits.
+
+    Why not the folder's name alone: every nightly job that writes ``runs/default`` (or a second clone doing the
+    same) had the same id, and the shared history refused all but the first. The name stays readable at the front;
+    the manifest keeps the id, and ``--resume`` keeps it too.
+    """
+    started_at = started_at or dt.datetime.now(dt.UTC)
+    stamp = started_at.strftime("%Y%m%dT%H%M%SZ")
+    name = Path(run_dir).name or "run"
+    head = name if name.startswith(stamp) else f"{name}-{stamp}"
+    return f"{head}-{secrets.token_hex(3)}"
 
 
 # ----------------------------------------------------------------------------------------------------------

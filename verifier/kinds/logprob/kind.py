@@ -54,6 +54,7 @@ from verifier.kinds.logprob.tracks import (
 )
 from verifier.records import Exchange, ExchangeRecord, SuiteManifest
 from verifier.run.exchange_guard import failed_exchange, one_line
+from verifier.run.paths import inside_run
 from verifier.run.protocol import RunContext
 from verifier.run.summary import EndpointSuiteResult, InputProblem
 
@@ -331,9 +332,9 @@ class LogprobKind:
                      ctx: RunContext) -> None:
         """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
         client = ctx.clients[ep]
-        store_dir = Path(ctx.run_dir) / "kl_exact" / suite
-        store_dir.mkdir(parents=True, exist_ok=True)
-        ref_file = store_dir / f"{case.id}.npz"
+        # suite name and case id are data: encoded, and checked to stay inside the run folder (verifier.run.paths)
+        ref_file = inside_run(Path(ctx.run_dir), "kl_exact", suite, case.id, suffix=".npz")
+        ref_file.parent.mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {"method": "exact"}
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
