@@ -80,6 +80,9 @@ class Exchange(BaseModel):
     error_message: str | None = None
     # per retry, the HTTP status behind it (0: timeout, connection, broken stream)
     retried_statuses: list[int] = Field(default_factory=list)
+    # times the request was sent again at once, uncounted in ``attempts``, because a reused keep-alive connection
+    # closed before any response byte (the server never read it; rule in verifier/http/stack.py)
+    resent_undelivered: int = 0
     stream: bool = False
     ttft_s: float | None = None
     latency_s: float | None = None

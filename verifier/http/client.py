@@ -48,7 +48,7 @@ from verifier.http.parse import (
     _StreamAccumulator,
     _usage_dict,
 )
-from verifier.http.stack import HttpStack, MalformedHTTP
+from verifier.http.stack import Delivery, HttpStack, MalformedHTTP, UnsupportedEncoding, unsupported_encodings
 from verifier.records import EndpointConfig, Exchange
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -286,6 +286,7 @@ class EndpointClient:
         retried: list[int] = []
         attempts = 0
         max_attempts = max(1, self.config.max_attempts)
+        delivery = Delivery()
         while True:
             attempts += 1
             if self._throttle is not None:
@@ -293,7 +294,7 @@ class EndpointClient:
                     pass
             async with self._sem:
                 t0 = time.perf_counter()
-                ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0)
+                ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0, delivery)
                 ex["latency_s"] = time.perf_counter() - t0
             err = ex.get("error_class")
             if err not in RETRYABLE_ERRORS or attempts >= max_attempts:
@@ -304,6 +305,8 @@ class EndpointClient:
         ex.setdefault("wire_issues", [])
         fields = {"request_hash": rhash, "attempts": attempts, "retried_statuses": retried, "stream": stream,
                   **_exchange_defaults(ex)}
+        if delivery.resent_undelivered:
+            fields["resent_undelivered"] = delivery.resent_undelivered
         if chat:
             _store_once(fields)
         if redaction.secrets_registered():
@@ -319,11 +322,12 @@ class EndpointClient:
             return Exchange.model_validate(fields)
 
     async def _attempt(self, http: HttpStack, url: httpx.URL, payload: bytes, stream: bool, chat: bool,
-                       t0: float) -> tuple[dict, float | None]:
+                       t0: float, delivery: Delivery) -> tuple[dict, float | None]:
         """One try, bounded by every deadline; always a dict of Exchange fields (plus a Retry-After or None)."""
         cfg = self.config
         deadline = asyncio.get_running_loop().time() + cfg.timeout
-        state: dict[str, Any] = {"status": None}  # the status line, once it has arrived
+        # the status line once it has arrived, and what carried the request to the server (HttpStack.send)
+        state: dict[str, Any] = {"status": None, "delivery": delivery}
         body: TimedBody | None = None
         try:
             async with asyncio.timeout_at(deadline) as scope:
@@ -355,6 +359,14 @@ class EndpointClient:
                     "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
         except ResponseTooLarge as e:
             return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
+        except UnsupportedEncoding as e:
+            return {"status": state["status"], "error_class": "unsupported_encoding",
+                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+        except httpx.DecodingError as e:  # br/zstd/gzip bytes that do not decode: name the encoding
+            return {"status": state["status"], "error_class": "transport_error",
+                    "error_message": redaction.truncate(f"the response body is not valid Content-Encoding "
+                                                        f"{state.get('encoding') or '?'}: {_message(e)}",
+                                                        _MESSAGE_LIMIT)}, None
         except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
             return {"status": state["status"], "error_class": "transport_error", "error_message": _message(e)}, None
 
@@ -420,11 +432,12 @@ class EndpointClient:
 
     async def _plain_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, chat: bool,
                           state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body))
+        r = await http.send(self._post(url, body), state["delivery"])
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
                 return await self._error_reply(r)
+            _check_encoding(r, state)
             raw = await self._read_capped(r)
         finally:
             await r.aclose()
@@ -439,11 +452,12 @@ class EndpointClient:
 
     async def _stream_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, t0: float,
                            state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body, "text/event-stream"))
+        r = await http.send(self._post(url, body, "text/event-stream"), state["delivery"])
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
                 return await self._error_reply(r)
+            _check_encoding(r, state)
             acc = _StreamAccumulator()
             capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
@@ -454,6 +468,21 @@ class EndpointClient:
             return acc.result(r.status_code)
         finally:
             await r.aclose()
+
+
+def _check_encoding(r: httpx.Response, state: dict[str, Any]) -> None:
+    """Refuse a body in a ``Content-Encoding`` nothing here decodes, before its bytes are misread as JSON or SSE.
+
+    httpx decodes gzip, deflate, br (``brotli``) and zstd (``zstandard``) and passes any other value through
+    undecoded, silently; a provider's unknown encoding is one clear line instead (not retried: it would come back
+    the same).
+    """
+    state["encoding"] = r.headers.get("content-encoding")
+    unknown = unsupported_encodings(r.headers)
+    if unknown:
+        shown = redaction.truncate(", ".join(unknown), 80)
+        raise UnsupportedEncoding(f"the response is Content-Encoding: {shown}, which verifier cannot decode "
+                                  "(it decodes gzip, deflate, br and zstd)")
 
 
 def _message(e: BaseException) -> str:
