@@ -21,7 +21,7 @@ HARNESS_ERROR = "harness_error"
 #: error classes that say the provider (or the bytes it sent) failed, not that a feature is missing: a probe that
 #: meets one is an error to retry and report, never "unsupported"
 PROVIDER_FAULTS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
-                             "transport_error", "malformed_response", HARNESS_ERROR})
+                             "transport_error", "unsupported_encoding", "malformed_response", HARNESS_ERROR})
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
