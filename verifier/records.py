@@ -67,6 +67,11 @@ class ToolCall(BaseModel):
     arguments: str = ""
 
 
+#: ``error_class`` of a request the client did not send because its endpoint was stopped (every chat request
+#: refused: verifier.http.stopping); the run store does not write such a record, so ``--resume`` sends it
+NOT_SENT = "not_sent"
+
+
 class Exchange(BaseModel):
     """The outcome of one logical request to an endpoint, after retries, as the client saw it."""
 

@@ -215,6 +215,7 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         failures = await _run_suites(plan.loaded, ctx)
+        failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
@@ -433,7 +434,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
             log.exception("scoring %s failed", ref)
             failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
     for name, (ok, total) in ok_by_endpoint.items():
-        if total and not ok:
+        said = any(f.startswith(f"endpoint '{name}': ") for f in failures)  # e.g. stopped: its line says why
+        if total and not ok and not said:
             failures.append(f"endpoint '{name}': all {total} exchanges failed")
     duplicate_warnings = _note_duplicates(store, results)
     finished = _utcnow()
