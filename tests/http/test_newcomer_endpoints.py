@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from tests.http.raw_server import RawRequest, RawServer, completion, http_response
@@ -153,3 +155,18 @@ def test_an_unset_ordinary_name_still_gets_the_unset_message(tmp_path, monkeypat
 def test_invalid_name_error_type():
     with pytest.raises(EndpointConfigError):
         check_key_env_name("has space", "--api-key-env")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.text(min_size=1, max_size=80),
+                 st.builds(lambda p, t: p + t, st.sampled_from(["sk-", "sk-proj-", "AIza", "gsk_", "hf_", "xai-"]),
+                           st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=60))))
+def test_fuzz_the_refusal_never_contains_the_value(value):
+    """Whatever is passed: accepted only as a plain variable name, and a refusal never repeats the value."""
+    try:
+        check_key_env_name(value, "--api-key-env")
+    except EndpointConfigError as e:
+        assert value not in str(e) or len(value) < 4 and value in "--api-key-env: the value given"
+        return
+    assert value.isascii() and (value[0].isalpha() or value[0] == "_") and value.replace("_", "").isalnum()
+    assert not value.startswith(("sk-", "AIza", "gsk_", "hf_", "xai-"))

@@ -113,13 +113,17 @@ class _WireSeen:
     def undelivered(self, exc: BaseException) -> bool:
         """True when ``exc`` ended the request before the server could have read it (module docstring)."""
         cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ is not None else exc
-        ended_by_server = isinstance(cause, aiohttp.ServerDisconnectedError) or (
+        ended_by_server = isinstance(cause, (aiohttp.ServerDisconnectedError, _RESET)) or (
             isinstance(cause, aiohttp.ClientOSError) and not isinstance(cause, aiohttp.ClientConnectorError))
         if isinstance(cause, aiohttp.ServerDisconnectedError) and not isinstance(cause.message, str):
             return False  # it carries a partly received response head
         return (ended_by_server and self.reused and self.protocol is not None
                 and self.protocol.bytes_received == self.bytes_before)
 
+
+#: "Cannot write to closing transport": the connection was already closed when the request was to be written
+_RESET: tuple[type[BaseException], ...] = tuple(
+    c for c in (getattr(aiohttp, "ClientConnectionResetError", None),) if isinstance(c, type))
 
 _WIRE: contextvars.ContextVar[_WireSeen | None] = contextvars.ContextVar("verifier_http_wire", default=None)
 
