@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,7 +167,11 @@ def test_fuzz_the_refusal_never_contains_the_value(value):
     try:
         check_key_env_name(value, "--api-key-env")
     except EndpointConfigError as e:
-        assert value not in str(e) or len(value) < 4 and value in "--api-key-env: the value given"
+        # the message is one of two fixed lines: nothing of the value is in it (a short value may be a substring)
+        fixed = ("--api-key-env: the value given {} (not shown); pass the NAME of the variable that holds the key, "
+                 "e.g. export OPENAI_API_KEY=... then --api-key-env OPENAI_API_KEY")
+        assert str(e) in {fixed.format("looks like an API key itself"),
+                          fixed.format("is not an environment variable name")}
         return
-    assert value.isascii() and (value[0].isalpha() or value[0] == "_") and value.replace("_", "").isalnum()
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value)
     assert not value.startswith(("sk-", "AIza", "gsk_", "hf_", "xai-"))

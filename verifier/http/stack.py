@@ -17,10 +17,10 @@ What the pool honours: ``httpx.Limits.max_connections`` (aiohttp's connector lim
 client bounds the write itself (see ``EndpointClient``). aiohttp never re-sends a POST on its own (it retries
 only idempotent methods on a stale keep-alive socket).
 
-The one re-send this stack makes (:meth:`HttpStack.send`), the stale keep-alive race of RFC 9112 section 9.3.1: a
-server closes a connection it thinks idle while the next request is already on its way, so its socket is gone
-before the request could be read. A request is re-sent at once, and the client does not count it as an
-attempt, only when all of these hold, each observed on the wire, not guessed:
+The one re-send this stack makes (:meth:`LibraryTransport.handle_async_request`) is for the stale keep-alive
+race of RFC 9112 section 9.3.1: a server closes a connection it thinks idle while the next request is already on
+its way, so its socket is gone before the request could be read. A request is re-sent at once, and the client
+does not count it as an attempt, only when all of these hold, each observed on the wire, not guessed:
 
 1. the connection had already carried an earlier request (it came from the pool; a fresh connection that fails
    is always a counted attempt);
@@ -64,6 +64,17 @@ from httpx_aiohttp import AiohttpTransport
 UNDELIVERED_RESENDS = 2
 
 
+@dataclass
+class Delivery:
+    """What :meth:`HttpStack.send` did to get one request to the server beyond sending it once."""
+
+    resent_undelivered: int = 0  # re-sends of a request a stale keep-alive connection never delivered
+
+
+#: the request extension under which :meth:`HttpStack.send` hands a :class:`Delivery` to the transport
+DELIVERY = "verifier_delivery"
+
+
 class MalformedHTTP(httpx.RemoteProtocolError):
     """The response broke HTTP/1.1 framing (llhttp refused it): bad Content-Length, chunk size, status line."""
 
@@ -79,14 +90,6 @@ def unsupported_encodings(headers: httpx.Headers) -> list[str]:
     """
     values = [v.strip().lower() for v in headers.get_list("content-encoding", split_commas=True)]
     return [v for v in values if v and v not in SUPPORTED_DECODERS]
-
-
-class _Undelivered(httpx.TransportError):
-    """An attempt's request never reached the server's application (the module docstring's three conditions)."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error  # the translated exception, raised once the free re-sends are spent
 
 
 class _CountingHandler(ResponseHandler):
@@ -231,18 +234,24 @@ class LibraryTransport(AiohttpTransport):
             # httpx already turned URL userinfo into an Authorization header; aiohttp would do it again and
             # refuse the pair (ValueError), so it gets the URL without it
             request.url = request.url.copy_with(username=None, password=None)
-        seen = _WireSeen()
-        token = _WIRE.set(seen)
-        try:
-            response = await super().handle_async_request(request)
-        except (aiohttp.ClientError, httpx.TransportError) as e:
-            if seen.undelivered(e):
-                raise _Undelivered(translate(e)) from None
-            raise translate(e) from None
-        except Exception as e:  # noqa: BLE001 - anything else aiohttp raises is still a failed exchange
-            raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
-        finally:
-            _WIRE.reset(token)
+        resends = 0
+        while True:
+            seen = _WireSeen()
+            token = _WIRE.set(seen)
+            try:
+                response = await super().handle_async_request(request)
+                break
+            except (aiohttp.ClientError, httpx.TransportError) as e:
+                if not seen.undelivered(e) or resends >= UNDELIVERED_RESENDS:
+                    raise translate(e) from None
+            except Exception as e:  # noqa: BLE001 - anything else aiohttp raises is still a failed exchange
+                raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
+            finally:
+                _WIRE.reset(token)
+            resends += 1  # never read by the server (module docstring): sent again at once, on another connection
+            delivery = request.extensions.get(DELIVERY)
+            if isinstance(delivery, Delivery):
+                delivery.resent_undelivered += 1
         response.stream = _TranslatedStream(typing.cast(httpx.AsyncByteStream, response.stream))
         return response
 
@@ -259,13 +268,6 @@ def proxy_configured(base_url: str) -> bool:
     if "*" in no_proxy:
         return False
     return not any(host == h.lstrip(".") or host.endswith("." + h.lstrip(".")) for h in no_proxy)
-
-
-@dataclass
-class Delivery:
-    """What :meth:`HttpStack.send` did to get one request to the server beyond sending it once."""
-
-    resent_undelivered: int = 0  # re-sends of a request a stale keep-alive connection never delivered
 
 
 class HttpStack:
@@ -296,23 +298,13 @@ class HttpStack:
     async def send(self, request: httpx.Request, delivery: Delivery | None = None) -> httpx.Response:
         """The response, its body not yet read (close it with ``aclose``); never follows a redirect.
 
-        A request the server provably never read (a reused connection it closed before any response byte: the
-        module docstring) is sent again at once, at most :data:`UNDELIVERED_RESENDS` times, each counted in
-        ``delivery``; any other failure, or one past that bound, is raised as it is.
+        ``delivery`` counts the re-sends of a request the server provably never read (the module docstring).
         """
+        if delivery is not None:
+            request.extensions[DELIVERY] = delivery
         if self.transport is None:
             return await self.client.send(request, stream=True)
-        resends = 0
-        while True:
-            try:
-                response = await self.transport.handle_async_request(request)
-                break
-            except _Undelivered as e:
-                if resends >= UNDELIVERED_RESENDS:
-                    raise e.error from None
-                resends += 1
-                if delivery is not None:
-                    delivery.resent_undelivered += 1
+        response = await self.transport.handle_async_request(request)
         response.request = request
         return response
 
