@@ -80,6 +80,9 @@ def test_chat_refused_stops_the_endpoint_after_a_few_with_one_line_and_no_key(tm
     assert len(cand_recs) == STOP_AFTER and all(r.error_class == "auth" for r in cand_recs)  # what was measured
     summary = RunSummary.model_validate_json((out / "summary.json").read_text())
     assert {r.endpoint for r in summary.results} >= {"ref"}
+    progress = summary.settings["progress"]
+    assert progress["not_sent"] == CASES - STOP_AFTER  # the tally counts what went out, nothing else
+    assert (progress["exchanges"], progress["errors"]) == (CASES + STOP_AFTER, STOP_AFTER)
     for p in out.rglob("*"):
         if p.is_file():
             assert KEY.encode() not in p.read_bytes(), p

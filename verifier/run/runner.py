@@ -216,13 +216,15 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          options=kind_options(s))
         failures = await _run_suites(plan.loaded, ctx)
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
+        unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures,
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done, "errors": progress.errors,
+            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - unsent,
+                                                             "errors": progress.errors - unsent,
                                                              "retries": progress.retries,
-                                                             "resumed": progress.resumed}})
+                                                             "resumed": progress.resumed, "not_sent": unsent}})
     return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
 
 
