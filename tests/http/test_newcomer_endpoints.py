@@ -70,6 +70,28 @@ async def test_base_without_v1_uses_v1_when_only_chat_answers_there(caplog):
                for r in caplog.records)
 
 
+async def test_base_without_v1_and_a_refused_key_says_both(caplog):
+    """``/v1`` exists but refuses the key (vLLM's ``--api-key`` guards ``/v1`` only): the line is about the key, at
+    ``/v1``, never "model not found"."""
+    async def reply(req: RawRequest, w: asyncio.StreamWriter) -> None:
+        if req.path.startswith("/v1/"):
+            w.write(http_response(401, b'{"error":{"message":"Unauthorized"}}', reason="Unauthorized"))
+        else:
+            w.write(http_response(404, b'{"detail":"Not Found"}', reason="Not Found"))
+
+    caplog.set_level(logging.WARNING)
+    async with RawServer(reply) as srv:
+        root = _root(srv.url)
+        async with EndpointClient(EndpointConfig(name="local", base_url=root), api_key="a-wrong-key-5678",
+                                  backoff_base=0.001) as c:
+            with pytest.raises(EndpointError) as err:
+                await c.preflight()
+    assert err.value.kind == "auth" and "HTTP 401" in str(err.value)
+    assert c.config.base_url == root + "/v1"
+    assert any(f"using {root}/v1" in r.getMessage() for r in caplog.records)
+    assert "a-wrong-key-5678" not in str(err.value) + caplog.text
+
+
 async def test_no_v1_anywhere_keeps_the_model_message_and_names_the_url():
     async def reply(req: RawRequest, w: asyncio.StreamWriter) -> None:
         w.write(http_response(404, b'{"error":{"message":"model not found"}}', reason="Not Found"))

@@ -24,7 +24,6 @@ serialised once, and one keep-alive ``httpx.AsyncClient`` is reused for every re
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import http.cookiejar
 import json
@@ -32,16 +31,15 @@ import logging
 import os
 import random
 import time
-from fractions import Fraction
 from typing import Any
 
 import httpx
-from asyncio_throttle import Throttler
 from httpx_sse import EventSource
 from pydantic import ValidationError
 
 from verifier.http import redaction
 from verifier.http.bodies import CappedText, ResponseTooLarge, TimedBody
+from verifier.http.pacing import parse_retry_after, throttler
 from verifier.http.parse import (
     _BrokenStream,
     _exchange_defaults,
@@ -60,7 +58,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524
 #: Error classes the retry policy tries again (up to ``max_attempts``).
 RETRYABLE_ERRORS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
                               "protocol_error"})
-_MAX_RETRY_AFTER_S = 120.0
 _MESSAGE_LIMIT = 500
 
 
@@ -98,29 +95,6 @@ def _utf8_json(body: Any, *, sort_keys: bool) -> bytes:
 def request_hash(body: dict) -> str:
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
-def _parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date), capped so a hostile header cannot stall a run."""
-    if not value:
-        return None
-    try:
-        secs = float(value)
-    except ValueError:
-        try:
-            dt = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        secs = dt.timestamp() - time.time()
-    return max(0.0, min(secs, _MAX_RETRY_AFTER_S))
-
-
-def _throttler(rate: float | None) -> Throttler | None:
-    """asyncio-throttle takes (count, period); express a float req/s rate as an exact small fraction."""
-    if not rate or rate <= 0:
-        return None
-    frac = Fraction(rate).limit_denominator(1000)
-    return Throttler(rate_limit=max(1, frac.numerator), period=float(frac.denominator))
-
-
 class EndpointClient:
     """Async client for one endpoint; use as ``async with EndpointClient(cfg) as c: ex = await c.chat(body)``.
 
@@ -147,7 +121,7 @@ class EndpointClient:
         self._headers = headers
         self._http: HttpStack | None = None
         self._sem = asyncio.Semaphore(max(1, config.concurrency))
-        self._throttle = _throttler(config.rate)
+        self._throttle = throttler(config.rate)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._rng = rng or random.Random()
@@ -260,10 +234,13 @@ class EndpointClient:
             base = self.config.base_url
             self.rebase(self._v1_base() or base)
             ex_v1 = await self.chat(ping, stream=False)
-            if ex_v1.ok:
+            if ex_v1.ok or ex_v1.error_class == "auth":  # the API is under /v1 (and may refuse the key)
                 self._say_v1(base, "POST /chat/completions")
-                return
-            self.rebase(base)
+                if ex_v1.ok:
+                    return
+                ex = ex_v1
+            else:
+                self.rebase(base)
         if ex.error_class == "auth":
             raise EndpointError(name, "auth", f"authentication failed (HTTP {ex.status}); check "
                                 + (f"${self.config.api_key_env}" if self.config.api_key_env else "the API key"),
@@ -289,9 +266,12 @@ class EndpointClient:
         self.rebase(v1)
         try:
             models = await self.list_models()
-        except EndpointError:
-            self.rebase(base)
-            return None
+        except EndpointError as e:
+            if e.kind != "auth":
+                self.rebase(base)
+                return None
+            self._say_v1(base, "GET /models")  # the API is under /v1, and it refuses the key: say both
+            raise
         self._say_v1(base, "GET /models")
         return models
 
@@ -507,7 +487,7 @@ class EndpointClient:
         except ResponseTooLarge:
             raw = b""
         out = self._classify(r, raw.decode("utf-8", "replace"))
-        out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
+        out["_retry_after"] = parse_retry_after(r.headers.get("retry-after"))
         return out
 
     async def _plain_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, chat: bool,
