@@ -70,6 +70,11 @@ class ToolCall(BaseModel):
     name_last_delta: str | None = None
 
 
+#: ``error_class`` of a request the client did not send because its endpoint was stopped (every chat request
+#: refused: verifier.http.stopping); the run store does not write such a record, so ``--resume`` sends it
+NOT_SENT = "not_sent"
+
+
 class Exchange(BaseModel):
     """The outcome of one logical request to an endpoint, after retries, as the client saw it."""
 
@@ -84,6 +89,9 @@ class Exchange(BaseModel):
     error_message: str | None = None
     # per retry, the HTTP status behind it (0: timeout, connection, broken stream, provider error)
     retried_statuses: list[int] = Field(default_factory=list)
+    # times the request was sent again at once, uncounted in ``attempts``, because a reused keep-alive connection
+    # closed before any response byte (the server never read it; rule in verifier/http/stack.py)
+    resent_undelivered: int = 0
     stream: bool = False
     ttft_s: float | None = None
     latency_s: float | None = None

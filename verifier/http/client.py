@@ -24,23 +24,22 @@ serialised once, and one keep-alive ``httpx.AsyncClient`` is reused for every re
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import http.cookiejar
 import json
+import logging
 import os
 import random
 import time
-from fractions import Fraction
 from typing import Any
 
 import httpx
-from asyncio_throttle import Throttler
 from httpx_sse import EventSource
 from pydantic import ValidationError
 
 from verifier.http import redaction
 from verifier.http.bodies import CappedText, ResponseTooLarge, TimedBody
+from verifier.http.pacing import parse_retry_after, throttler
 from verifier.http.parse import (
     _BrokenStream,
     _exchange_defaults,
@@ -48,28 +47,32 @@ from verifier.http.parse import (
     _StreamAccumulator,
     _usage_dict,
 )
-from verifier.http.stack import HttpStack, MalformedHTTP
-from verifier.records import EndpointConfig, Exchange
+from verifier.http.record_fields import redact_fields, store_once
+from verifier.http.stack import Delivery, HttpStack, MalformedHTTP, UnsupportedEncoding, unsupported_encodings
+from verifier.http.stopping import EndpointStop
+from verifier.records import NOT_SENT, EndpointConfig, Exchange
+
+log = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 #: Error classes the retry policy tries again (up to ``max_attempts``).
 RETRYABLE_ERRORS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
                               "protocol_error", "provider_error"})
-_MAX_RETRY_AFTER_S = 120.0
 _MESSAGE_LIMIT = 500
 
 
 class EndpointError(Exception):
     """A preflight failure: one clear line that names the endpoint.
 
-    ``kind``: unreachable / auth / unknown_model / ...
+    ``kind``: unreachable / auth / unknown_model / ...; ``status``: the HTTP status behind it, when one came.
     """
 
-    def __init__(self, endpoint: str, kind: str, message: str) -> None:
+    def __init__(self, endpoint: str, kind: str, message: str, status: int | None = None) -> None:
         message = redaction.redact_message(message) or ""
         super().__init__(f"endpoint '{endpoint}': {message}")
         self.endpoint = endpoint
         self.kind = kind
+        self.status = status
 
 
 def canonical_json(body: Any) -> bytes:
@@ -91,29 +94,6 @@ def _utf8_json(body: Any, *, sort_keys: bool) -> bytes:
 
 def request_hash(body: dict) -> str:
     return hashlib.sha256(canonical_json(body)).hexdigest()
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds (delta-seconds or an HTTP date), capped so a hostile header cannot stall a run."""
-    if not value:
-        return None
-    try:
-        secs = float(value)
-    except ValueError:
-        try:
-            dt = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        secs = dt.timestamp() - time.time()
-    return max(0.0, min(secs, _MAX_RETRY_AFTER_S))
-
-
-def _throttler(rate: float | None) -> Throttler | None:
-    """asyncio-throttle takes (count, period); express a float req/s rate as an exact small fraction."""
-    if not rate or rate <= 0:
-        return None
-    frac = Fraction(rate).limit_denominator(1000)
-    return Throttler(rate_limit=max(1, frac.numerator), period=float(frac.denominator))
-
 
 class EndpointClient:
     """Async client for one endpoint; use as ``async with EndpointClient(cfg) as c: ex = await c.chat(body)``.
@@ -141,7 +121,7 @@ class EndpointClient:
         self._headers = headers
         self._http: HttpStack | None = None
         self._sem = asyncio.Semaphore(max(1, config.concurrency))
-        self._throttle = _throttler(config.rate)
+        self._throttle = throttler(config.rate)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self._rng = rng or random.Random()
@@ -150,6 +130,7 @@ class EndpointClient:
         self._urls: dict[str, httpx.URL] = {}
         self._request_headers: list[tuple[str, str]] | None = None
         self._timeout_ext: dict[str, float | None] = {}
+        self.stop = EndpointStop(config)  # set once every chat request is refused (verifier.http.stopping)
 
     # lifecycle -------------------------------------------------------------------------------------------
     async def __aenter__(self) -> EndpointClient:
@@ -207,7 +188,8 @@ class EndpointClient:
         if 300 <= r.status_code < 400:
             raise EndpointError(name, "models_unavailable", _redirect_message(r))
         if r.status_code != 200:
-            raise EndpointError(name, "models_unavailable", f"GET /models returned HTTP {r.status_code}")
+            raise EndpointError(name, "models_unavailable", f"GET /models returned HTTP {r.status_code}",
+                                status=r.status_code)
         try:
             data = json.loads(raw)
             return [str(m["id"]) for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
@@ -215,25 +197,23 @@ class EndpointClient:
             raise EndpointError(name, "bad_response", "GET /models did not return an OpenAI model list") from None
 
     async def preflight(self) -> None:
-        """Fail early with one clear line: unreachable, bad key (401), unknown model. Fills ``config.model``."""
+        """Fail early with one clear line: unreachable, bad key (401), unknown model. Fills ``config.model``.
+
+        A base URL without its ``/v1`` (``http://host:8000``) is the usual first mistake: when ``GET /models`` or the
+        test chat request is HTTP 404 there and ``<base>/v1`` answers, the endpoint uses ``<base>/v1`` and a warning
+        line says so.
+        """
         name = self.config.name
         try:
             models = await self.list_models()
         except EndpointError as e:
             if e.kind != "models_unavailable":
                 raise
-            if not self.config.model:
-                raise EndpointError(name, "unknown_model", "GET /models is unavailable; pass --model") from None
-            ex = await self.chat({"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}, stream=False)
-            if ex.error_class == "auth":
-                raise EndpointError(name, "auth", "authentication failed (HTTP 401)") from None
-            if ex.error_class == "not_found":
-                raise EndpointError(name, "unknown_model",
-                                    f"model '{self.config.model}' not found (HTTP 404)") from None
-            if not ex.ok:
-                raise EndpointError(name, "unreachable", f"test request failed: {ex.error_class} "
-                                    f"(HTTP {ex.status}): {ex.error_message}") from None
-            return
+            models_v1 = await self._models_under_v1() if e.status == 404 else None
+            if models_v1 is None:
+                await self._chat_preflight(e)
+                return
+            models = models_v1
         if not self.config.model:
             if not models:
                 raise EndpointError(name, "unknown_model", "GET /models lists no models; pass --model")
@@ -242,6 +222,70 @@ class EndpointClient:
             shown = ", ".join(models[:5]) + (", ..." if len(models) > 5 else "")
             raise EndpointError(name, "unknown_model",
                                 f"model '{self.config.model}' is not served (available: {shown})")
+
+    async def _chat_preflight(self, models_error: EndpointError) -> None:
+        """``GET /models`` gave nothing usable: one tiny chat request tells a bad key or model from a working one."""
+        name = self.config.name
+        if not self.config.model:
+            raise EndpointError(name, "unknown_model", "GET /models is unavailable; pass --model") from None
+        ping = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+        ex = await self.chat(ping, stream=False)
+        if ex.error_class == "not_found" and self._v1_base() is not None:
+            base = self.config.base_url
+            self.rebase(self._v1_base() or base)
+            ex_v1 = await self.chat(ping, stream=False)
+            if ex_v1.ok or ex_v1.error_class == "auth":  # the API is under /v1 (and may refuse the key)
+                self._say_v1(base, "POST /chat/completions")
+                if ex_v1.ok:
+                    return
+                ex = ex_v1
+            else:
+                self.rebase(base)
+        if ex.error_class == "auth":
+            raise EndpointError(name, "auth", f"authentication failed (HTTP {ex.status}); check "
+                                + (f"${self.config.api_key_env}" if self.config.api_key_env else "the API key"),
+                                status=ex.status) from None
+        if ex.error_class == "not_found":
+            raise EndpointError(name, "unknown_model", f"model '{self.config.model}' not found (HTTP 404) at "
+                                f"{self._shown_url}", status=404) from None
+        if not ex.ok:
+            raise EndpointError(name, "unreachable", f"test request failed: {ex.error_class} "
+                                f"(HTTP {ex.status}): {ex.error_message}", status=ex.status) from None
+
+    def _v1_base(self) -> str | None:
+        """``<base>/v1`` when the base URL's path does not already end in ``/v1``."""
+        base = self.config.base_url.rstrip("/")
+        return None if httpx.URL(base).path.rstrip("/").endswith("/v1") else base + "/v1"
+
+    async def _models_under_v1(self) -> list[str] | None:
+        """``GET <base>/v1/models``'s list when it answers one (and the endpoint then uses ``<base>/v1``), else None."""
+        v1 = self._v1_base()
+        if v1 is None:
+            return None
+        base = self.config.base_url
+        self.rebase(v1)
+        try:
+            models = await self.list_models()
+        except EndpointError as e:
+            if e.kind != "auth":
+                self.rebase(base)
+                return None
+            self._say_v1(base, "GET /models")  # the API is under /v1, and it refuses the key: say both
+            raise
+        self._say_v1(base, "GET /models")
+        return models
+
+    def _say_v1(self, base: str, what: str) -> None:
+        shown = redaction.redact_url(base.rstrip("/"))
+        log.warning("endpoint '%s': %s is HTTP 404 at %s but answers at %s/v1; using %s/v1 "
+                    "(write /v1 in the base URL to skip this check)", self.config.name, what, shown, shown, shown)
+
+    def rebase(self, base_url: str) -> None:
+        """Send every later request under ``base_url`` (same host: the connections and credentials still apply)."""
+        self.config.base_url = base_url
+        self._base = base_url.rstrip("/")
+        self._urls.clear()
+        self._request_headers = None
 
     async def chat(self, body: dict, *, stream: bool | None = None) -> Exchange:
         """POST /chat/completions with retries; streamed when ``stream`` (default: the endpoint's setting)."""
@@ -272,6 +316,14 @@ class EndpointClient:
             full.update(self._extra)
         return full
 
+    def _observe(self, fields: dict[str, Any]) -> None:
+        status = fields.get("status")
+        ok = fields.get("error_class") is None and status is not None and 200 <= status < 300
+        was = self.stop.reason
+        self.stop.observe(ok, fields.get("error_class"), status)
+        if was is None and self.stop.reason is not None:
+            log.warning("endpoint '%s': %s", self.config.name, self.stop.reason)
+
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         jitter = self._rng.uniform(0, min(self.backoff_cap, self.backoff_base * (2 ** (attempt - 1))))
         return max(jitter, retry_after) if retry_after is not None else jitter
@@ -286,14 +338,22 @@ class EndpointClient:
         retried: list[int] = []
         attempts = 0
         max_attempts = max(1, self.config.max_attempts)
+        delivery = Delivery()
         while True:
             attempts += 1
             if self._throttle is not None:
                 async with self._throttle:
                     pass
             async with self._sem:
+                if self.stop.reason is not None:  # every chat request refused: send no more (verifier.http.stopping)
+                    if attempts == 1:
+                        self.stop.not_sent += 1
+                        return Exchange(request_hash=rhash, attempts=0, stream=stream, error_class=NOT_SENT,
+                                        error_message=redaction.truncate(self.stop.reason, _MESSAGE_LIMIT))
+                    attempts -= 1
+                    break  # a retry not sent: the record is the last attempt's
                 t0 = time.perf_counter()
-                ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0)
+                ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0, delivery)
                 ex["latency_s"] = time.perf_counter() - t0
             err = ex.get("error_class")
             if err not in RETRYABLE_ERRORS or attempts >= max_attempts:
@@ -304,10 +364,13 @@ class EndpointClient:
         ex.setdefault("wire_issues", [])
         fields = {"request_hash": rhash, "attempts": attempts, "retried_statuses": retried, "stream": stream,
                   **_exchange_defaults(ex)}
+        if delivery.resent_undelivered:
+            fields["resent_undelivered"] = delivery.resent_undelivered
         if chat:
-            _store_once(fields)
+            store_once(fields)
+            self._observe(fields)
         if redaction.secrets_registered():
-            _redact_fields(fields)
+            redact_fields(fields)
         try:
             return Exchange.model_validate(fields)
         except ValidationError as e:  # a shape our extraction did not foresee: keep the body, flag it, never crash
@@ -319,11 +382,12 @@ class EndpointClient:
             return Exchange.model_validate(fields)
 
     async def _attempt(self, http: HttpStack, url: httpx.URL, payload: bytes, stream: bool, chat: bool,
-                       t0: float) -> tuple[dict, float | None]:
+                       t0: float, delivery: Delivery) -> tuple[dict, float | None]:
         """One try, bounded by every deadline; always a dict of Exchange fields (plus a Retry-After or None)."""
         cfg = self.config
         deadline = asyncio.get_running_loop().time() + cfg.timeout
-        state: dict[str, Any] = {"status": None}  # the status line, once it has arrived
+        # the status line once it has arrived, and what carried the request to the server (HttpStack.send)
+        state: dict[str, Any] = {"status": None, "delivery": delivery}
         body: TimedBody | None = None
         try:
             async with asyncio.timeout_at(deadline) as scope:
@@ -355,6 +419,14 @@ class EndpointClient:
                     "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
         except ResponseTooLarge as e:
             return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
+        except UnsupportedEncoding as e:
+            return {"status": state["status"], "error_class": "unsupported_encoding",
+                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+        except httpx.DecodingError as e:  # br/zstd/gzip bytes that do not decode: name the encoding
+            return {"status": state["status"], "error_class": "transport_error",
+                    "error_message": redaction.truncate(f"the response body is not valid Content-Encoding "
+                                                        f"{state.get('encoding') or '?'}: {_message(e)}",
+                                                        _MESSAGE_LIMIT)}, None
         except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
             return {"status": state["status"], "error_class": "transport_error", "error_message": _message(e)}, None
 
@@ -415,16 +487,17 @@ class EndpointClient:
         except ResponseTooLarge:
             raw = b""
         out = self._classify(r, raw.decode("utf-8", "replace"))
-        out["_retry_after"] = _parse_retry_after(r.headers.get("retry-after"))
+        out["_retry_after"] = parse_retry_after(r.headers.get("retry-after"))
         return out
 
     async def _plain_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, chat: bool,
                           state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body))
+        r = await http.send(self._post(url, body), state["delivery"])
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
                 return await self._error_reply(r)
+            _check_encoding(r, state)
             raw = await self._read_capped(r)
         finally:
             await r.aclose()
@@ -440,11 +513,12 @@ class EndpointClient:
 
     async def _stream_once(self, http: HttpStack, url: httpx.URL, body: TimedBody, t0: float,
                            state: dict[str, Any]) -> dict:
-        r = await http.send(self._post(url, body, "text/event-stream"))
+        r = await http.send(self._post(url, body, "text/event-stream"), state["delivery"])
         try:
             state["status"] = r.status_code
             if r.status_code >= 300:
                 return await self._error_reply(r)
+            _check_encoding(r, state)
             acc = _StreamAccumulator()
             capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
@@ -455,6 +529,21 @@ class EndpointClient:
             return acc.result(r.status_code)
         finally:
             await r.aclose()
+
+
+def _check_encoding(r: httpx.Response, state: dict[str, Any]) -> None:
+    """Refuse a body in a ``Content-Encoding`` nothing here decodes, before its bytes are misread as JSON or SSE.
+
+    httpx decodes gzip, deflate, br (``brotli``) and zstd (``zstandard``) and passes any other value through
+    undecoded, silently; a provider's unknown encoding is one clear line instead (not retried: it would come back
+    the same).
+    """
+    state["encoding"] = r.headers.get("content-encoding")
+    unknown = unsupported_encodings(r.headers)
+    if unknown:
+        shown = redaction.truncate(", ".join(unknown), 80)
+        raise UnsupportedEncoding(f"the response is Content-Encoding: {shown}, which verifier cannot decode "
+                                  "(it decodes gzip, deflate, br and zstd)")
 
 
 def _message(e: BaseException) -> str:
@@ -488,55 +577,3 @@ class _NoCookies(http.cookiejar.CookieJar):
 
     def extract_cookies(self, response: Any, request: Any) -> None:
         return None
-
-
-def _redact_fields(ex: dict) -> None:
-    """Every string of an exchange, redacted in place (only called when a secret is registered)."""
-    for key in ("content", "reasoning_content", "finish_reason"):
-        ex[key] = redaction.redact(ex.get(key))
-    ex["error_message"] = redaction.redact_message(ex.get("error_message"))
-    ex["tool_calls"] = redaction.redact_tree(ex.get("tool_calls") or [])
-    ex["response"] = redaction.redact_tree(ex.get("response"))
-    ex["logprobs"] = redaction.redact_tree(ex.get("logprobs"))
-    ex["wire_issues"] = redaction.redact_tree(ex.get("wire_issues") or [])
-
-
-def _store_once(ex: dict) -> None:
-    """Drop from a chat ``response`` what the exchange already holds unchanged in its own fields.
-
-    Why: the message text, tool calls and logprobs were stored twice in every record (once extracted, once
-    inside the body), doubling records.jsonl for long or logprob-heavy replies. Anything the extraction
-    changed (e.g. arguments that were not a string) stays in ``response``, so nothing the endpoint sent is lost.
-    """
-    response = ex.get("response")
-    if not isinstance(response, dict) or not isinstance(response.get("choices"), list) or not response["choices"]:
-        return
-    choice = response["choices"][0]
-    if not isinstance(choice, dict):
-        return
-    choice = response["choices"][0] = dict(choice)
-    msg = choice.get("message")
-    if isinstance(msg, dict):
-        msg = choice["message"] = dict(msg)
-        if "content" in msg and msg["content"] == ex.get("content"):
-            del msg["content"]
-        for key in ("reasoning_content", "reasoning"):
-            if key in msg and msg[key] == ex.get("reasoning_content"):
-                del msg[key]
-                break
-        if "tool_calls" in msg and _same_calls(msg["tool_calls"], ex.get("tool_calls") or []):
-            del msg["tool_calls"]
-    lp = choice.get("logprobs")
-    if isinstance(lp, dict) and "content" in lp and lp["content"] == ex.get("logprobs"):
-        choice["logprobs"] = {k: v for k, v in lp.items() if k != "content"}
-
-
-def _same_calls(raw: Any, calls: list[dict[str, Any]]) -> bool:
-    if not isinstance(raw, list) or len(raw) != len(calls):
-        return False
-    for r, c in zip(raw, calls):
-        fn = r.get("function") if isinstance(r, dict) else None
-        if not isinstance(fn, dict) or (r.get("id"), fn.get("name"), fn.get("arguments")) != (
-                c.get("id"), c.get("name"), c.get("arguments")) or r.get("type", "function") != c.get("type"):
-            return False
-    return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
@@ -160,6 +161,31 @@ def _default_name(url: str, taken: set[str]) -> str:
     return name
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: how API keys of common providers begin (OpenAI, Anthropic, OpenRouter, Groq, xAI, Google, Hugging Face, GitHub, ...)
+_KEY_PREFIXES = ("sk-", "sk_", "rk-", "pk-", "gsk_", "xai-", "AIza", "hf_", "ghp_", "github_pat_", "nvapi-", "csk-",
+                 "r8_", "fw_", "pplx-", "tgp_", "Bearer ")
+
+
+def check_key_env_name(value: str, where: str) -> None:
+    """``--api-key-env``/``api_key_env`` takes a variable's *name*; a value that is not one, or that looks like a key,
+    is refused in one line that does not repeat it (a key pasted there must not reach the terminal or a log).
+
+    Why both tests: ``sk-...`` is no valid name, but some keys are (letters, digits, underscores); a value that
+    starts like a provider's key, or is long, mixed-case and not set in the environment, is taken for a key.
+    """
+    looks_like_key = value.startswith(_KEY_PREFIXES) or (
+        len(value) >= 24 and value not in os.environ and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value))
+    if _ENV_NAME.fullmatch(value) and not looks_like_key:
+        return
+    redaction.register(value)  # whatever it is, it is never printed or stored from here on
+    what = ("looks like an API key itself" if looks_like_key or len(value) >= 20
+            else "is not an environment variable name")
+    raise EndpointConfigError(f"{where}: the value given {what} (not shown); pass the NAME of the variable that holds "
+                              "the key, e.g. export OPENAI_API_KEY=... then --api-key-env OPENAI_API_KEY")
+
+
 def _check_url(url: str, where: str) -> None:
     if url.startswith(BUILTIN_PREFIX):
         parse_builtin(url, where=where)
@@ -182,6 +208,8 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
     With no endpoints at all, the built-in default comparison is used. Without ``--reference``, the first
     ``--endpoint`` is the reference.
     """
+    if api_key_env is not None:
+        check_key_env_name(api_key_env, "--api-key-env")
     if reference is None and not endpoints:
         return default_endpoints(stream=stream)
     entries: list[tuple[str | None, str, str]] = []
@@ -224,6 +252,8 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
     top-level ``reference = "NAME"`` picks the reference (default: the first endpoint).
     """
     path = Path(path)
+    if api_key_env is not None:
+        check_key_env_name(api_key_env, "--api-key-env")
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -272,6 +302,8 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
         _check_url(body["base_url"], f"{where}.base_url")
         if name in sources:
             raise EndpointConfigError(f"{where}: endpoint name used twice")
+        if isinstance(body.get("api_key_env"), str):
+            check_key_env_name(body["api_key_env"], f"{where}.api_key_env")
         if api_key_env and "api_key_env" not in body and not body["base_url"].startswith(BUILTIN_PREFIX):
             body = {**body, "api_key_env": api_key_env}
         try:
@@ -304,6 +336,8 @@ def _fingerprint_profiles(path: Path, table: Any) -> str | None:
 def check_keys(endpoints: EndpointSet) -> None:
     """Every named key env var must be set: fail before any request with the endpoint and variable named."""
     for e in endpoints.endpoints:
+        if e.api_key_env:
+            check_key_env_name(e.api_key_env, f"endpoint '{e.name}': api_key_env")
         if e.api_key_env and not os.environ.get(e.api_key_env):
             raise EndpointConfigError(f"endpoint '{e.name}': environment variable {e.api_key_env} is not set")
         if e.api_key_env:

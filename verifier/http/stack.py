@@ -15,7 +15,24 @@ What the pool honours: ``httpx.Limits.max_connections`` (aiohttp's connector lim
 ``Timeout.pool`` bounds waiting for a pooled connection plus connecting (aiohttp's ``connect``),
 ``Timeout.connect`` the TCP/TLS connect, ``Timeout.read`` each socket read. aiohttp has no write timeout: the
 client bounds the write itself (see ``EndpointClient``). aiohttp never re-sends a POST on its own (it retries
-only idempotent methods on a stale keep-alive socket), so every POST on the wire is one counted attempt.
+only idempotent methods on a stale keep-alive socket).
+
+The one re-send this stack makes (:meth:`LibraryTransport.handle_async_request`) is for the stale keep-alive
+race of RFC 9112 section 9.3.1: a server closes a connection it thinks idle while the next request is already on
+its way, so its socket is gone before the request could be read. A request is re-sent at once, and the client
+does not count it as an attempt, only when all of these hold, each observed on the wire, not guessed:
+
+1. the connection had already carried an earlier request (it came from the pool; a fresh connection that fails
+   is always a counted attempt);
+2. it ended by the server's doing (``ServerDisconnectedError``: EOF; ``ClientOSError``: reset, or the request
+   could not be written) -- never a timeout, a cut body or a malformed response;
+3. not one byte arrived on it after the request took it (counted by :class:`_CountingHandler`): the server did
+   not begin an answer.
+
+What the rule cannot see: a server that reads a request and then closes the connection without writing a byte
+looks the same on the wire. That is why the free re-sends are bounded (:data:`UNDELIVERED_RESENDS` per
+attempt; after them the failure is the attempt's) and every one is recorded in the exchange
+(``resent_undelivered``). httpx's own transport (used behind a proxy) makes no such re-send.
 
 When an HTTP proxy is configured in the environment for the endpoint's host (loopback hosts excepted),
 httpx's own transport is used (it reads the proxy variables; the aiohttp session is built without ``trust_env``).
@@ -30,17 +47,111 @@ and exceptions stay: the transport takes an ``httpx.Request`` and returns an ``h
 from __future__ import annotations
 
 import base64
+import contextvars
+import functools
 import os
 import typing
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import aiohttp
 import httpx
+from aiohttp.client_proto import ResponseHandler
+from httpx._decoders import SUPPORTED_DECODERS
 from httpx_aiohttp import AiohttpTransport
+
+#: free re-sends of one attempt whose reused connection closed before a response byte (see the module docstring)
+UNDELIVERED_RESENDS = 2
+
+
+@dataclass
+class Delivery:
+    """What :meth:`HttpStack.send` did to get one request to the server beyond sending it once."""
+
+    resent_undelivered: int = 0  # re-sends of a request a stale keep-alive connection never delivered
+
+
+#: the request extension under which :meth:`HttpStack.send` hands a :class:`Delivery` to the transport
+DELIVERY = "verifier_delivery"
 
 
 class MalformedHTTP(httpx.RemoteProtocolError):
     """The response broke HTTP/1.1 framing (llhttp refused it): bad Content-Length, chunk size, status line."""
+
+
+class UnsupportedEncoding(httpx.DecodingError):
+    """The response names a ``Content-Encoding`` nothing here can decode; its bytes would be misread as JSON/SSE."""
+
+
+def unsupported_encodings(headers: httpx.Headers) -> list[str]:
+    """The ``Content-Encoding`` values httpx cannot decode (it skips them silently and hands over the raw bytes).
+
+    Decoded: gzip, deflate, identity (httpx), br (the ``brotli`` package), zstd (``zstandard``).
+    """
+    values = [v.strip().lower() for v in headers.get_list("content-encoding", split_commas=True)]
+    return [v for v in values if v and v not in SUPPORTED_DECODERS]
+
+
+class _CountingHandler(ResponseHandler):
+    """aiohttp's protocol, counting the bytes each connection received and the requests it carried."""
+
+    def __init__(self, *args: typing.Any, **kwargs: typing.Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bytes_received = 0
+        self.requests_carried = 0
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes_received += len(data)
+        super().data_received(data)
+
+
+@dataclass
+class _WireSeen:
+    """Which connection one request took, and what that connection had received when it took it."""
+
+    protocol: _CountingHandler | None = None
+    reused: bool = False
+    bytes_before: int = 0
+
+    def undelivered(self, exc: BaseException) -> bool:
+        """True when ``exc`` ended the request before the server could have read it (module docstring)."""
+        cause = exc.__cause__ if isinstance(exc, httpx.HTTPError) and exc.__cause__ is not None else exc
+        ended_by_server = isinstance(cause, (aiohttp.ServerDisconnectedError, _RESET)) or (
+            isinstance(cause, aiohttp.ClientOSError) and not isinstance(cause, aiohttp.ClientConnectorError))
+        if isinstance(cause, aiohttp.ServerDisconnectedError) and not isinstance(cause.message, str):
+            return False  # it carries a partly received response head
+        return (ended_by_server and self.reused and self.protocol is not None
+                and self.protocol.bytes_received == self.bytes_before)
+
+
+#: "Cannot write to closing transport": the connection was already closed when the request was to be written
+_RESET: tuple[type[BaseException], ...] = tuple(
+    c for c in (getattr(aiohttp, "ClientConnectionResetError", None),) if isinstance(c, type))
+
+_WIRE: contextvars.ContextVar[_WireSeen | None] = contextvars.ContextVar("verifier_http_wire", default=None)
+
+
+class _WatchedConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, noting for the request being sent whether its connection is a reused one.
+
+    Why ``_factory``: it is the one place aiohttp builds the connection protocol; without the counting handler
+    (a future aiohttp without the attribute) the evidence is missing and no request is ever re-sent free.
+    """
+
+    def __init__(self, **kwargs: typing.Any) -> None:
+        super().__init__(**kwargs)
+        if hasattr(self, "_factory"):
+            self._factory = functools.partial(_CountingHandler, loop=self._loop)  # type: ignore[assignment]
+
+    async def connect(self, req: typing.Any, traces: typing.Any, timeout: typing.Any) -> typing.Any:
+        conn = await super().connect(req, traces, timeout)
+        seen = _WIRE.get()
+        proto = conn.protocol
+        if seen is not None and isinstance(proto, _CountingHandler):
+            seen.protocol, seen.reused, seen.bytes_before = proto, proto.requests_carried > 0, proto.bytes_received
+        if isinstance(proto, _CountingHandler):
+            proto.requests_carried += 1
+        return conn
 
 
 def translate(exc: BaseException) -> BaseException:
@@ -113,9 +224,8 @@ class LibraryTransport(AiohttpTransport):
         super().__init__(limits=limits, trust_env=False, client=self._session)
 
     def _session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self.limits.max_connections or 0,
-                                         keepalive_timeout=self.limits.keepalive_expiry or 15.0,
-                                         ssl=self.ssl_context)
+        connector = _WatchedConnector(limit=self.limits.max_connections or 0,
+                                      keepalive_timeout=self.limits.keepalive_expiry or 15.0, ssl=self.ssl_context)
         # API calls carry no session state; parsing Set-Cookie on every response is wasted CPU
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False)
 
@@ -124,12 +234,24 @@ class LibraryTransport(AiohttpTransport):
             # httpx already turned URL userinfo into an Authorization header; aiohttp would do it again and
             # refuse the pair (ValueError), so it gets the URL without it
             request.url = request.url.copy_with(username=None, password=None)
-        try:
-            response = await super().handle_async_request(request)
-        except (aiohttp.ClientError, httpx.TransportError) as e:
-            raise translate(e) from None
-        except Exception as e:  # noqa: BLE001 - anything else aiohttp raises is still a failed exchange
-            raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
+        resends = 0
+        while True:
+            seen = _WireSeen()
+            token = _WIRE.set(seen)
+            try:
+                response = await super().handle_async_request(request)
+                break
+            except (aiohttp.ClientError, httpx.TransportError) as e:
+                if not seen.undelivered(e) or resends >= UNDELIVERED_RESENDS:
+                    raise translate(e) from None
+            except Exception as e:  # noqa: BLE001 - anything else aiohttp raises is still a failed exchange
+                raise httpx.TransportError(f"{type(e).__name__}: {_one_line(e)}") from None
+            finally:
+                _WIRE.reset(token)
+            resends += 1  # never read by the server (module docstring): sent again at once, on another connection
+            delivery = request.extensions.get(DELIVERY)
+            if isinstance(delivery, Delivery):
+                delivery.resent_undelivered += 1
         response.stream = _TranslatedStream(typing.cast(httpx.AsyncByteStream, response.stream))
         return response
 
@@ -173,8 +295,13 @@ class HttpStack:
             headers.append(("authorization", f"Basic {token}"))
         return headers
 
-    async def send(self, request: httpx.Request) -> httpx.Response:
-        """The response, its body not yet read (close it with ``aclose``); never follows a redirect."""
+    async def send(self, request: httpx.Request, delivery: Delivery | None = None) -> httpx.Response:
+        """The response, its body not yet read (close it with ``aclose``); never follows a redirect.
+
+        ``delivery`` counts the re-sends of a request the server provably never read (the module docstring).
+        """
+        if delivery is not None:
+            request.extensions[DELIVERY] = delivery
         if self.transport is None:
             return await self.client.send(request, stream=True)
         response = await self.transport.handle_async_request(request)

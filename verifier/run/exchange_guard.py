@@ -14,14 +14,15 @@ import json
 from collections.abc import Awaitable
 from typing import Any
 
-from verifier.records import Exchange
+from verifier.records import NOT_SENT, Exchange
 
 HARNESS_ERROR = "harness_error"
 
 #: error classes that say the provider (or the bytes it sent) failed, not that a feature is missing: a probe that
 #: meets one is an error to retry and report, never "unsupported"
 PROVIDER_FAULTS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
-                             "provider_error", "transport_error", "malformed_response", HARNESS_ERROR})
+                             "provider_error", "transport_error", "unsupported_encoding", "malformed_response",
+                             HARNESS_ERROR, NOT_SENT})  # NOT_SENT: its endpoint was stopped; says nothing of features
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

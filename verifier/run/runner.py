@@ -222,13 +222,16 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         failures = await _run_suites(plan.loaded, ctx)
+        failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
+        unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures,
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done, "errors": progress.errors,
+            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - unsent,
+                                                             "errors": progress.errors - unsent,
                                                              "retries": progress.retries,
-                                                             "resumed": progress.resumed}})
+                                                             "resumed": progress.resumed, "not_sent": unsent}})
     return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
 
 
@@ -440,7 +443,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
             log.exception("scoring %s failed", ref)
             failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
     for name, (ok, total) in ok_by_endpoint.items():
-        if total and not ok:
+        said = any(f.startswith(f"endpoint '{name}': ") for f in failures)  # e.g. stopped: its line says why
+        if total and not ok and not said:
             failures.append(f"endpoint '{name}': all {total} exchanges failed")
     duplicate_warnings = _note_duplicates(store, results)
     finished = _utcnow()

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifier.records import ExchangeRecord, SuiteManifest, read_json_model
+from verifier.records import NOT_SENT, ExchangeRecord, SuiteManifest, read_json_model
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,8 @@ class RecordStore:
         """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks."""
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
+        if record.error_class == NOT_SENT:
+            return  # never sent (its endpoint was stopped): nothing was measured, and --resume must send it
         key = record.key()
         line = record_line(record)
         with self._lock:
