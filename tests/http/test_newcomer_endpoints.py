@@ -169,7 +169,7 @@ def test_ordinary_variable_names_pass(name):
 
 def test_an_unset_ordinary_name_still_gets_the_unset_message(tmp_path, monkeypatch):
     monkeypatch.delenv("SURELY_UNSET_VAR", raising=False)
-    res = CliRunner().invoke(app, ["run", "--endpoint", "http://127.0.0.1:9/v1", "--api-key-env", "SURELY_UNSET_VAR",
+    res = CliRunner().invoke(app, ["run", "--reference", "http://127.0.0.1:9/v1", "--api-key-env", "SURELY_UNSET_VAR",
                                    "--out", str(tmp_path / "run"), "--no-history", "--quiet"], catch_exceptions=False)
     assert res.exit_code == 2
     assert "environment variable SURELY_UNSET_VAR is not set" in (res.stderr or res.output)

@@ -23,7 +23,7 @@ from rich.console import Console
 from verifier import history as history_store
 from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
 from verifier.history import HistoryError
-from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
+from verifier.http.endpoints import EndpointConfigError, check_key_env_name, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.merge import MergeSettings
 from verifier.run.runner import RunSettings
@@ -99,6 +99,8 @@ def run(
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if api_key_env is not None:  # first: a key pasted here is refused (unshown) whatever else is wrong
+            check_key_env_name(api_key_env, "--api-key-env")
         if config is not None:
             if reference or endpoint:
                 _fail("--config and --reference/--endpoint are exclusive; put every endpoint in the file", 2)
