@@ -28,7 +28,7 @@ import numpy as np
 from verifier.stats.intervals import _wilson_bounds, _z
 
 __all__ = ["f1_from_sums", "ratio_from_sums", "wilson_at", "jaccard_f1_at", "mover", "percentile_p", "hull_p",
-           "hull_interval", "stratified_cluster_boot", "cluster_swap_p"]
+           "hull_interval", "stratified_cluster_weights", "cluster_swap_p"]
 
 #: Level function: confidence -> (estimate, low, high); None when it has no denominator.
 LevelInterval = Callable[[float], tuple[float, float, float] | None]
@@ -136,18 +136,17 @@ def hull_interval(boot: np.ndarray, score: LevelInterval,
     return min(lows), max(highs)
 
 
-def stratified_cluster_boot(strata: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """Bootstrap indices (n_boot x G): whole clusters resampled with replacement *within* each stratum, so the
-    number of clusters of each stratum (e.g. cases the reference answered twice) is the same in every replicate."""
-    g = strata.size
+def stratified_cluster_weights(strata: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """Cluster bootstrap as weights (n_boot x G: how often each cluster is drawn), whole clusters resampled with
+    replacement *within* each stratum, so the number of clusters of each stratum (e.g. cases the reference
+    answered twice) is the same in every replicate. Replicate sums of per-cluster totals are ``weights @ totals``."""
+    strata = np.asarray(strata)
     rng = np.random.default_rng(seed)
-    pick = np.empty((n_boot, g), dtype=np.int64)
-    col = 0
+    weights = np.zeros((n_boot, strata.size))
     for s in np.unique(strata):
         members = np.flatnonzero(strata == s)
-        pick[:, col:col + members.size] = members[rng.integers(0, members.size, size=(n_boot, members.size))]
-        col += members.size
-    return pick
+        weights[:, members] = rng.multinomial(members.size, np.full(members.size, 1 / members.size), size=n_boot)
+    return weights
 
 
 def cluster_swap_p(k_a: np.ndarray, n_a: np.ndarray, k_b: np.ndarray, n_b: np.ndarray,

@@ -170,8 +170,8 @@ def _versus_floor(metric: str, cand: dict[str, np.ndarray], floor: Floor, width:
     a, b = stat(cs[None, :])[0], stat(fs[None, :])[0]
     if not (np.isfinite(a) and np.isfinite(b)):
         return None
-    pick = ht.stratified_cluster_boot(strata, N_BOOT, SEED)
-    boot = stat(c[pick].sum(1)) - stat((f * strata[:, None])[pick].sum(1))
+    w = ht.stratified_cluster_weights(strata, N_BOOT, SEED)
+    boot = stat(w @ c) - stat(w @ f)
     score = ht.mover(score_at(cs), score_at(fs))
     low, high = ht.hull_interval(boot, score)
     d = float(a - b)
@@ -256,8 +256,7 @@ def schema_comparison(both_ok: Sequence[tuple[Outcome, Outcome]]) -> Comparison 
         return None
     ref_rate, cand_rate = t[:, 0].sum() / t[:, 1].sum(), t[:, 2].sum() / t[:, 3].sum()
     d = float(cand_rate - ref_rate)
-    pick = np.random.default_rng(SEED).integers(0, len(t), size=(N_BOOT, len(t)))
-    s = t[pick].sum(1)
+    s = ht.stratified_cluster_weights(np.zeros(len(t)), N_BOOT, SEED) @ t
     boot = ht.ratio_from_sums(s[:, 2], s[:, 3]) - ht.ratio_from_sums(s[:, 0], s[:, 1])
     flags_r, flags_c = [], []
     for a, b in both_called:
