@@ -23,8 +23,12 @@ Definitions (kept identical to K2-Vendor-Verifier where it defines one, so numbe
   the same arguments exactly (canonical JSON after parsing, types included) and BFCL-style (an integer is
   accepted for a number; strings compared without case, whitespace and punctuation).
 - ``expected_*`` metrics score any endpoint against the suite's own answers, when the suite has them.
+- The headline comparisons (``schema_accuracy`` per call on cases where both endpoints called a tool,
+  ``argument_agreement`` and ``trigger_f1`` against the reference's own run-to-run floor) are built in
+  :mod:`verifier.kinds.toolcall.headlines`; the reference's second answers to its repeated cases
+  (:mod:`verifier.kinds.toolcall.reference_repeats`) count for that floor and nothing else.
 
-Every rate is a Wilson interval with its denominator; candidate-vs-reference differences are paired
+Every rate is a Wilson interval with its denominator; other candidate-vs-reference differences are paired
 (Newcombe interval, exact McNemar p) on the same cases.
 """
 
