@@ -145,7 +145,9 @@ def stratified_cluster_weights(strata: np.ndarray, n_boot: int, seed: int) -> np
     weights = np.zeros((n_boot, strata.size))
     for s in np.unique(strata):
         members = np.flatnonzero(strata == s)
-        weights[:, members] = rng.multinomial(members.size, np.full(members.size, 1 / members.size), size=n_boot)
+        k = members.size
+        draws = rng.integers(0, k, size=(n_boot, k)) + (np.arange(n_boot) * k)[:, None]
+        weights[:, members] = np.bincount(draws.ravel(), minlength=n_boot * k).reshape(n_boot, k)
     return weights
 
 

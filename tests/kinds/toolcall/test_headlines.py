@@ -186,15 +186,15 @@ def test_sampling_aa_says_different_at_most_alpha() -> None:
 @pytest.mark.slow
 def test_schema_interval_covers_a_drop_of_exactly_the_margin() -> None:
     """True per-call drop of 5 points (the default margin): the 95% interval covers -0.05 in at least 90 % of
-    200 runs at n = 400 (a 2x narrower interval covers about 68 %)."""
+    150 runs at n = 400 (a 2x narrower interval would cover about 68 %)."""
     rng = np.random.default_rng(9)
     cases = _cases(400)
     covered, estimates = 0, []
-    for _ in range(200):
+    for _ in range(150):
         p = np.where(rng.random(400) < 0.5, 0.97, 0.03)
         ref, cand = Server(p, np.zeros(400), p_bad=0.03), Server(p, np.zeros(400), p_bad=0.08)
         d = score(cases, ref, cand, rng, share=0.0)["cand"].comparisons["schema_accuracy"].difference
         covered += d.low <= -0.05 <= d.high
         estimates.append(d.value)
-    assert covered >= 180, covered
+    assert covered >= 135, covered
     assert float(np.mean(estimates)) == pytest.approx(-0.05, abs=0.006)
