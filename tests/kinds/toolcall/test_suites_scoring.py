@@ -200,4 +200,4 @@ def test_schema_comparison_is_per_call_with_an_exact_swap_test_over_cases() -> N
     assert comp.test == "cluster_swap_exact" and comp.p_value == pytest.approx(0.25)
     assert comp.difference.value == pytest.approx(-0.5) and comp.difference.n == 12
     assert comp.independent_units == 6 and comp.unit is not None and comp.unit.startswith("tool calls")
-    assert comp.difference.low < -0.5 < comp.difference.high < 0
+    assert comp.difference.low < -0.5 < comp.difference.high
