@@ -70,6 +70,10 @@ GLOSSARY: dict[str, str] = {
     "tool_name_agreement": "Where both called tools: the same tool names as the reference.",
     "args_exact_agreement": "Where both called the same tools: identical arguments.",
     "args_bfcl_agreement": "Where both called the same tools: arguments equal under BFCL's AST-style rules.",
+    "argument_agreement": "Per call both endpoints made (same position, same tool): identical arguments. Compared "
+                          "with the reference's agreement with itself (trigger_f1 likewise).",
+    "reference_repeat_differs": "Share of the cases the reference answered twice whose two answers differ: above 0, "
+                                "it samples, and a twin of it cannot agree with it perfectly either.",
     "error_rate": "Share of requests that failed after retries (HTTP error, timeout, malformed reply).",
     "latency_p50_s": "Median total request latency of successful requests, seconds.",
     "task_success": "Share of long-horizon agent trials whose final environment state passes the scenario's check.",

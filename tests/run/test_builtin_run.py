@@ -27,7 +27,7 @@ def test_builtin_endpoints_are_started_used_and_published_without_ports(tmp_path
                              catch_exceptions=False)
     assert res.exit_code == 0, res.stderr
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
-    assert len(recs) == 4 and all(r["status"] == 200 for r in recs)
+    assert len(recs) == 6 and all(r["status"] == 200 for r in recs)  # the reference answers both cases twice
     assert all(r["usage"]["cached_field"] == "prompt_tokens_details.cached_tokens" for r in recs)
     summary = RunSummary.model_validate_json((out / "summary.json").read_text())
     eps = {e.name: e for e in summary.endpoints}

@@ -133,6 +133,8 @@ def test_sharded_and_merged_run_equals_the_whole_run(runs: dict[str, Any]) -> No
     # every suite kind is in there, with real counts (not an empty comparison)
     counts = {(r["suite"], r["endpoint"]): r["counts"] for r in merged["results"]}
     assert counts[("tc", "cand")]["exchanges"] == 24 and counts[("tc", "cand")]["tool_calls"] > 0
+    # the reference's second answers (all 24 cases: fewer than 50), split by shard and joined again
+    assert counts[("tc", "ref")]["reference_repeat_exchanges"] == 24
     assert counts[("agent-smoke", "ref")]["trials"] >= 2 and counts[("cache-smoke", "cand")]["sessions"] >= 2
     assert {r["suite"] for r in merged["results"]} == {"tc", "agent-smoke", "cache-smoke", "logprob-smoke"}
     kl = next(r for r in merged["results"] if r["suite"] == "logprob-smoke" and r["endpoint"] == "cand")

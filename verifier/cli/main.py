@@ -92,6 +92,10 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N of every suite's cases "
                                         "(I/N; join the shards with verifier merge)."),
+    reference_repeat_share: float | None = typer.Option(
+        None, "--reference-repeat-share", min=0.0, max=1.0,
+        help="Share of tool-call cases the reference answers twice, to measure its own run-to-run agreement "
+             "(default 0.1, at least 50 cases; 0 turns it off)."),
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
@@ -137,6 +141,8 @@ def run(
         if not sep or not key.strip():
             _fail(f"--option: '{item}' is not KEY=VALUE", 2)
         options[key.strip()] = _option_value(raw)
+    if reference_repeat_share is not None:
+        options["reference_repeat_share"] = reference_repeat_share
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
                            display_progress=False if quiet else None, shard=shard)

@@ -199,7 +199,8 @@ def _without_shard(settings: dict[str, Any]) -> dict[str, Any]:
 def _options(settings: dict[str, Any]) -> dict[str, Any]:
     """The kind options the shards loaded their suites with (as :func:`verifier.run.runner.kind_options` builds)."""
     return kind_options(RunSettings(limit=settings.get("limit"), strict=bool(settings.get("strict", False)),
-                                     stream=settings.get("stream"), options=dict(settings.get("options") or {})))
+                                     stream=settings.get("stream"), options=dict(settings.get("options") or {}),
+                                     seed=int(settings.get("seed", 0) or 0)))
 
 
 def merged_records(shards: list[ShardRun], loaded: list[tuple[str, Any, Any]]) -> list[ExchangeRecord]:

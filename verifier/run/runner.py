@@ -375,6 +375,7 @@ def kind_options(s: RunSettings) -> dict[str, Any]:
     opts = dict(s.options)
     opts.setdefault("limit", s.limit)
     opts.setdefault("strict", s.strict)
+    opts.setdefault("seed", s.seed)  # anything a kind samples (e.g. the toolcall reference repeats) follows --seed
     if s.stream is not None:
         opts.setdefault("stream", s.stream)
     return {k: v for k, v in opts.items() if v is not None}

@@ -48,14 +48,17 @@ async def test_core_run_scores_injected_faults_exactly_and_resumes(tmp_path: Pat
     with ScriptedServer(oracle) as ref_srv, ScriptedServer(faults) as cand_srv:
         async with _client("ref", ref_srv) as ref, _client("cand", cand_srv) as cand:
             ctx = _ctx(tmp_path, {"ref": ref, "cand": cand})
-            assert kind.planned_exchanges(suite, ctx) == 80
+            # 40 cases x 2 endpoints, and the reference answers every case twice (fewer than 50 cases)
+            assert kind.planned_exchanges(suite, ctx) == 120 and len(suite.reference_repeat_ids) == 40
             await kind.run(suite, ctx)
             sent = (ref_srv.request_count, cand_srv.request_count)
             await kind.run(suite, ctx)  # resume: everything is on disk, nothing is sent again
             assert (ref_srv.request_count, cand_srv.request_count) == sent
             ctx.store.close()
     records = RecordStore(tmp_path / "records.jsonl").read(kind="toolcall")
-    assert len(records) == 80 and len({r.key() for r in records}) == 80
+    assert len(records) == 120 and len({r.key() for r in records}) == 120
+    again = [r for r in records if "reference_repeat_of" in r.extra]
+    assert len(again) == 40 and {(r.endpoint, r.repeat) for r in again} == {("ref", 1)}
     results = {r.endpoint: r for r in kind.score(suite, records, "ref", ["ref", "cand"])}
     ref_r, cand_r = results["ref"], results["cand"]
 
@@ -76,7 +79,14 @@ async def test_core_run_scores_injected_faults_exactly_and_resumes(tmp_path: Pat
     assert cand_r.metrics["expected_case_accuracy"].value == pytest.approx(1 - (inj["malformed_args"]
                                                                                 + inj["schema_violation"]) / 40)
     assert cand_r.counts["disagreements:schema"] == inj["malformed_args"] + inj["schema_violation"]
-    assert ref_r.metrics["latency_p50_s"].n == 40
+    assert ref_r.metrics["latency_p50_s"].n == 40  # the second answers count only for the floor
+    assert ref_r.counts["requests"] == 80 and ref_r.counts["reference_repeat_cases"] == 40
+    # the scripted reference is deterministic: its floor is 1, and the candidate's triggering matches it
+    assert ref_r.metrics["reference_repeat_differs"].value == 0.0
+    f1 = cand_r.comparisons["trigger_f1"]
+    assert f1.difference.value == 0.0 and f1.difference.low < 0 < f1.difference.high and f1.p_value == 1.0
+    args = cand_r.comparisons["argument_agreement"]
+    assert args.difference.value < 0 and cand_r.metrics["argument_agreement_floor"].value == 1.0
 
 
 def stream_only_bug(inner):

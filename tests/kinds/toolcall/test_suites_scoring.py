@@ -182,8 +182,8 @@ def test_comparisons_with_repeats_use_cluster_robust_test() -> None:
             bad = i < 3  # the candidate breaks the same 3 cases on both repeats
             recs.append(rec("cand", f"k{i}", args='{"city": 1}' if bad else '{"city":"Oslo"}', repeat=rep))
     res = {r.endpoint: r for r in score_toolcall("s", cases, recs, "ref", ["ref", "cand"])}
-    comp = res["cand"].comparisons["schema_accuracy"]
-    assert comp.test == "cluster_robust" and comp.difference.n == 12
+    comp = res["cand"].comparisons["expected_case_accuracy"]
+    assert comp.test == "cluster_robust" and comp.difference.n == 12 and comp.independent_units == 6
     assert comp.difference.value == pytest.approx(-0.5)
     # d per case = -1 (3 cases) or 0 (3 cases), each twice: CR1 se = sqrt(6/5 * 6 * 1 / 144) = 0.22361, df 5
     assert comp.difference.high - comp.difference.value == pytest.approx(2.570582 * 0.2236068, abs=1e-5)
@@ -203,3 +203,17 @@ def test_records_with_arguments_nested_past_the_parser_score_as_one_invalid_call
     assert res.extra["k2vv_summary"]["successful_tool_call_count"] == 1
     assert check_call("get_weather", deep, {"get_weather": WEATHER["function"]["parameters"]}).error == \
         "arguments nest deeper than 100 levels"
+
+
+def test_schema_comparison_is_per_call_with_an_exact_swap_test_over_cases() -> None:
+    """The same records as above: per call, 6 of 12 candidate calls invalid; the exact randomization test swaps
+    the endpoints within the 3 cases that differ: 2 of the 8 swaps are as extreme, p = 0.25."""
+    cases = [case(f"k{i}", call("Oslo")) for i in range(6)]
+    recs = [rec(ep, f"k{i}", args='{"city": 1}' if ep == "cand" and i < 3 else '{"city":"Oslo"}', repeat=rep)
+            for i in range(6) for rep in (0, 1) for ep in ("ref", "cand")]
+    comp = {r.endpoint: r for r in score_toolcall("s", cases, recs, "ref", ["ref", "cand"])}["cand"].comparisons[
+        "schema_accuracy"]
+    assert comp.test == "cluster_swap_exact" and comp.p_value == pytest.approx(0.25)
+    assert comp.difference.value == pytest.approx(-0.5) and comp.difference.n == 12
+    assert comp.independent_units == 6 and comp.unit is not None and comp.unit.startswith("tool calls")
+    assert comp.difference.low < -0.5 < comp.difference.high

@@ -10,6 +10,10 @@ failure class and the two must be comparable side by side. Otherwise each case r
 streamed or not as ``--stream/--no-stream`` says, else as the line's own ``stream`` value says, else as
 the endpoint's configuration says. An explicit ``--stream/--no-stream`` also narrows a both-ways suite to
 that one variant.
+
+Reference repeats: the reference answers a seeded share of the cases (every variant) once more, recorded under
+``repeat = --repeats`` with ``extra["reference_repeat_of"] = 0``; they measure the reference's own run-to-run
+agreement, the floor its twin would reach (:mod:`verifier.kinds.toolcall.reference_repeats`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifier.kinds.toolcall import reference_repeats
 from verifier.kinds.toolcall.scoring import score_toolcall
 from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
 from verifier.records import ExchangeRecord
@@ -37,6 +42,8 @@ class ToolcallSuite(LoadedSuite):
     stream_override: bool | None = None  # --stream/--no-stream: beats a line's own "stream"
     limit: int | None = None
     total_cases: int = 0
+    #: cases the reference answers twice, chosen on the whole (limited) suite before any --shard split
+    reference_repeat_ids: frozenset[str] = frozenset()
 
 
 def _limit(options: dict[str, Any]) -> int | None:
@@ -86,8 +93,11 @@ def load_toolcall_suite(path: str | Path, *, name: str | None = None, version: s
     variants = _variants(options, default_variants)
     if stream is not None and "variants" not in options and variants == BOTH_VARIANTS:
         variants = ("stream",) if stream else ("nonstream",)  # an explicit --stream/--no-stream wins
+    repeat_ids = reference_repeats.choose([c.id for c in cases], reference_repeats.share_option(options),
+                                          int(options.get("seed", 0) or 0))
     return ToolcallSuite(manifest=manifest, cases=cases, problems=base.problems, variants=variants,
-                         stream_override=stream, limit=limit, total_cases=len(base.cases))
+                         stream_override=stream, limit=limit, total_cases=len(base.cases),
+                         reference_repeat_ids=repeat_ids)
 
 
 class ToolcallKind:
@@ -103,10 +113,17 @@ class ToolcallKind:
     def _repeats(ctx: RunContext) -> int:
         return max(1, int(getattr(ctx, "repeats", 1) or 1))
 
-    def planned_exchanges(self, suite: ToolcallSuite, ctx: RunContext) -> int:
-        return len(suite.cases) * len(suite.variants) * self._repeats(ctx) * len(ctx.endpoints)
+    @staticmethod
+    def _repeated(suite: ToolcallSuite) -> list[Any]:
+        return [c for c in suite.cases if c.id in suite.reference_repeat_ids]
 
-    def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None]]:
+    def planned_exchanges(self, suite: ToolcallSuite, ctx: RunContext) -> int:
+        return len(suite.variants) * (len(suite.cases) * self._repeats(ctx) * len(ctx.endpoints)
+                                      + len(self._repeated(suite)))
+
+    def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None, bool]]:
+        """Pending exchanges as (endpoint, case, repeat, variant, is a reference repeat); the reference's second
+        answers come last, under repeat index ``--repeats``."""
         done = ctx.store.done_keys()
         name = suite.manifest.name
         todo = []
@@ -115,7 +132,12 @@ class ToolcallKind:
                 for variant in suite.variants:
                     for endpoint in ctx.endpoints:
                         if (name, case.id, endpoint, repeat, None, variant) not in done:
-                            todo.append((endpoint, case, repeat, variant))
+                            todo.append((endpoint, case, repeat, variant, False))
+        again = self._repeats(ctx)
+        for case in self._repeated(suite):
+            for variant in suite.variants:
+                if (name, case.id, ctx.reference, again, None, variant) not in done:
+                    todo.append((ctx.reference, case, again, variant, True))
         return todo
 
     async def run(self, suite: ToolcallSuite, ctx: RunContext) -> None:
@@ -128,7 +150,7 @@ class ToolcallKind:
         await asyncio.gather(*(self._one(suite, ctx, *item) for item in todo))
 
     async def _one(self, suite: ToolcallSuite, ctx: RunContext, endpoint: str, case: Any, repeat: int,
-                   variant: str | None) -> None:
+                   variant: str | None, reference_repeat: bool) -> None:
         if variant is not None:
             stream: bool | None = variant == "stream"
         else:
@@ -137,6 +159,8 @@ class ToolcallKind:
         where: dict[str, Any] = {"kind": "toolcall", "suite": suite.manifest.name, "case_id": case.id, "repeat": repeat,
                                  "endpoint": endpoint, "variant": variant,
                                  "extra": {"n_tools": len(case.body.get("tools") or [])}}
+        if reference_repeat:
+            where["extra"][reference_repeats.MARKER] = 0
         try:
             ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
         except (ValueError, TypeError) as e:  # a reply the record cannot hold: keep the exchange, classified

@@ -23,8 +23,12 @@ Definitions (kept identical to K2-Vendor-Verifier where it defines one, so numbe
   the same arguments exactly (canonical JSON after parsing, types included) and BFCL-style (an integer is
   accepted for a number; strings compared without case, whitespace and punctuation).
 - ``expected_*`` metrics score any endpoint against the suite's own answers, when the suite has them.
+- The headline comparisons (``schema_accuracy`` per call on cases where both endpoints called a tool,
+  ``argument_agreement`` and ``trigger_f1`` against the reference's own run-to-run floor) are built in
+  :mod:`verifier.kinds.toolcall.headlines`; the reference's second answers to its repeated cases
+  (:mod:`verifier.kinds.toolcall.reference_repeats`) count for that floor and nothing else.
 
-Every rate is a Wilson interval with its denominator; candidate-vs-reference differences are paired
+Every rate is a Wilson interval with its denominator; other candidate-vs-reference differences are paired
 (Newcombe interval, exact McNemar p) on the same cases.
 """
 
@@ -37,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from verifier.kinds.toolcall import k2vv_rule
+from verifier.kinds.toolcall import headlines, k2vv_rule
 from verifier.kinds.toolcall.checks import (
     EXCERPT_CHARS,
     Outcome,
@@ -46,6 +50,8 @@ from verifier.kinds.toolcall.checks import (
     args_exact_equal,
     expected_args_match,
 )
+from verifier.kinds.toolcall.headlines import PairKey
+from verifier.kinds.toolcall.reference_repeats import is_reference_repeat
 from verifier.kinds.toolcall.suite_format import ToolcallCase
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import Comparison, Disagreement, EndpointSuiteResult, Series
@@ -54,9 +60,6 @@ from verifier.stats import intervals as stats
 MAX_DISAGREEMENTS = 200  # per endpoint and suite; the total is in counts["disagreements_total"]
 
 # --------------------------------------------------------------------------- metric helpers
-
-PairKey = tuple[str, str | None, int]  # (case_id, variant, repeat)
-
 
 def f1_interval(tp: Sequence[bool], fp: Sequence[bool], fn: Sequence[bool], clusters: Sequence[Hashable],
                 n_boot: int = 1000, seed: int = 0) -> Interval:
@@ -134,16 +137,19 @@ def _latency_metrics(outcomes: list[Outcome]) -> tuple[dict[str, Interval], dict
 
 
 def _paired_comparison(metric: str, a: list[bool], b: list[bool],
-                       clusters: Sequence[Hashable] | None = None) -> Comparison:
+                       clusters: Sequence[Hashable] | None = None, unit: str = "exchanges") -> Comparison:
     """b - a on paired booleans: Newcombe interval + exact McNemar when pairs are independent; with repeats
     (a case appearing more than once) a cluster-robust interval and t test over cases instead, because
-    repeats of one case are correlated and McNemar would overstate the evidence."""
-    if clusters is not None and len(set(clusters)) < len(clusters) and len(set(clusters)) >= 2:
+    repeats of one case are correlated and McNemar would overstate the evidence. ``unit`` names one pair;
+    ``independent_units`` is the number of distinct cases (the clusters)."""
+    groups = len(set(clusters)) if clusters is not None else len(a)
+    if clusters is not None and groups < len(clusters) and groups >= 2:
         fa, fb = [float(x) for x in a], [float(x) for x in b]
         return Comparison(metric=metric, difference=stats.cluster_robust_diff(fa, fb, clusters),
-                          p_value=stats.cluster_robust_p(fa, fb, clusters), test="cluster_robust")
+                          p_value=stats.cluster_robust_p(fa, fb, clusters), test="cluster_robust",
+                          unit=f"{unit} (clustered by case)", independent_units=groups)
     return Comparison(metric=metric, difference=stats.newcombe_paired_diff(a, b), p_value=stats.mcnemar(a, b),
-                      test="mcnemar")
+                      test="mcnemar", unit=unit, independent_units=groups)
 
 
 def _excerpt(case: ToolcallCase | None) -> str | None:
@@ -335,12 +341,16 @@ def score_toolcall(
     by_id = {c.id: c for c in cases}
     tools_sent = {c.id: c.body.get("tools", []) for c in cases}  # as K2VV reads them: the line's own list
     recs = [r for r in records if r.kind == "toolcall" and r.suite == suite_name]
+    # The reference's second answers to its repeated cases feed only the floor (headlines.reference_floor).
+    second = [analyse(r, by_id.get(r.case_id)) for r in recs if r.endpoint == reference and is_reference_repeat(r)]
     outcomes: dict[str, list[Outcome]] = defaultdict(list)
     for r in recs:
-        outcomes[r.endpoint].append(analyse(r, by_id.get(r.case_id)))
+        if not (r.endpoint == reference and is_reference_repeat(r)):
+            outcomes[r.endpoint].append(analyse(r, by_id.get(r.case_id)))
     ref_index: dict[PairKey, Outcome] = {}
     for o in outcomes.get(reference, []):
         ref_index[(o.record.case_id, o.record.variant, o.record.repeat)] = o
+    floor = headlines.reference_floor(ref_index, second)
 
     results = []
     for ep in endpoints:
@@ -386,7 +396,14 @@ def score_toolcall(
             res.extra["schema_accuracy_by_tool"] = tools
         res.series.extend(_per_repeat_series(mine, by_id))
         if ep != reference:
-            _against_reference(res, mine, ref_index, by_id)
+            _against_reference(res, mine, ref_index, by_id, floor)
+        else:
+            m, c, extra, notes = headlines.reference_block(floor, by_id)
+            res.metrics.update(m)
+            res.counts.update(c)
+            res.notes.extend(notes)
+            if extra:
+                res.extra["reference_repeats"] = extra
         results.append(res)
     return results
 
@@ -405,7 +422,7 @@ def _schema_notes(res: EndpointSuiteResult, mine: list[Outcome], cases: dict[str
 
 
 def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index: dict[PairKey, Outcome],
-                       cases: dict[str, ToolcallCase]) -> None:
+                       cases: dict[str, ToolcallCase], floor: headlines.Floor) -> None:
     pairs: list[tuple[Outcome, Outcome]] = []
     for o in mine:
         r = o.record
@@ -427,23 +444,33 @@ def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index:
     res.metrics["args_exact_agreement"] = stats.rate(exact)
     res.metrics["args_bfcl_agreement"] = stats.rate(bfcl)
 
-    # Paired differences, candidate minus reference, on the same cases. "schema_accuracy" here is per
-    # exchange (every call in the reply valid), the unit that pairs across endpoints.
+    # Paired differences, candidate minus reference, on the same cases. The headlines (schema_accuracy per
+    # call, argument_agreement and trigger_f1 against the reference's own floor) each on their own unit.
     ids_all = [b.record.case_id for _, b in pairs]
     ids_ok = [b.record.case_id for _, b in both_ok]
     res.comparisons["error_rate"] = _paired_comparison(
         "error_rate", [not a.ok for a, _ in pairs], [not b.ok for _, b in pairs], ids_all)
     res.comparisons["trigger_rate"] = _paired_comparison(
-        "trigger_rate", [a.triggered for a, _ in both_ok], [b.triggered for _, b in both_ok], ids_ok)
-    res.comparisons["schema_accuracy"] = _paired_comparison(
-        "schema_accuracy", [a.all_valid for a, _ in both_ok], [b.all_valid for _, b in both_ok], ids_ok)
+        "trigger_rate", [a.triggered for a, _ in both_ok], [b.triggered for _, b in both_ok], ids_ok,
+        unit="exchanges both endpoints answered")
+    schema = headlines.schema_comparison(both_ok)
+    if schema is not None:
+        res.comparisons["schema_accuracy"] = schema
+    f1 = headlines.trigger_f1_comparison(both_ok, floor, res.metrics["trigger_f1"])
+    if f1 is not None:
+        res.comparisons["trigger_f1"] = f1
+    if floor.cases:
+        res.metrics["trigger_f1_floor"] = headlines.floor_f1(floor)
+    m_args, c_args = headlines.argument_agreement_block(both_ok, floor)
+    res.metrics.update(m_args)
+    res.comparisons.update(c_args)
     forced = [(forced_verdict(a, cases.get(b.record.case_id)), forced_verdict(b, cases.get(b.record.case_id)),
                b.record.case_id) for a, b in both_ok]
     forced = [(x, y, cid) for x, y, cid in forced if x is not None and y is not None]
     if forced:
         res.comparisons["forced_call_success"] = _paired_comparison(
             "forced_call_success", [x == "success" for x, _, _ in forced], [y == "success" for _, y, _ in forced],
-            [cid for _, _, cid in forced])
+            [cid for _, _, cid in forced], unit="exchanges of forced cases both endpoints answered")
     with_exp = [(a, b, cases[b.record.case_id]) for a, b in pairs
                 if b.record.case_id in cases and cases[b.record.case_id].has_expected]
     if with_exp:

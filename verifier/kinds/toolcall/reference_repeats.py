@@ -1,0 +1,61 @@
+"""Which cases the reference answers twice, and how such second answers are told apart in ``records.jsonl``.
+
+Why: trigger F1 and argument agreement against the reference are below 1 even for a perfect twin when the
+reference samples (many providers do, even at temperature 0). The reference's second answer to a case, scored
+against its first, is what a twin would reach: the floor the candidate is judged against
+(:mod:`verifier.kinds.toolcall.headlines`).
+
+Which cases: a seeded share of the suite's cases (``--reference-repeat-share``, default 10 %, at least
+:data:`MIN_CASES` cases or every case when the suite has fewer; 0 turns it off), chosen by a hash of
+``(seed, case id)`` so the choice does not depend on the order of the suite, and made on the whole (limited)
+suite *before* ``--shard`` splits it, so every shard agrees on it and ``verifier merge`` joins the same set.
+
+How they are stored: one more record per chosen case (and stream variant) for the reference endpoint, with
+``repeat`` equal to the run's ``--repeats`` (the first index no regular repeat uses, so the record has its own
+``--resume`` key) and ``extra["reference_repeat_of"] = 0`` (the repeat it answers again). Scoring leaves such
+records out of every metric except the floor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from verifier.records import ExchangeRecord
+
+DEFAULT_SHARE = 0.10
+MIN_CASES = 50
+OPTION = "reference_repeat_share"  # kind option (set by --reference-repeat-share), recorded in the run settings
+MARKER = "reference_repeat_of"  # ExchangeRecord.extra key: the repeat index this record answers again
+
+
+def share_option(options: dict[str, Any]) -> float:
+    """The share asked for (default :data:`DEFAULT_SHARE`); anything but a number in [0, 1] is one clear error."""
+    raw = options.get(OPTION, DEFAULT_SHARE)
+    try:
+        share = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"option {OPTION}: expected a number between 0 and 1, got {raw!r}") from None
+    if not 0.0 <= share <= 1.0 or math.isnan(share):
+        raise ValueError(f"option {OPTION}: expected a number between 0 and 1, got {raw!r}")
+    return share
+
+
+def choose(case_ids: Sequence[str], share: float, seed: int) -> frozenset[str]:
+    """The cases the reference answers twice: ``max(ceil(share * N), min(MIN_CASES, N))`` of N, 0 when share is 0.
+
+    Ranked by sha256 of ``seed:case_id`` (stable across processes and shards, unlike Python's ``hash``).
+    """
+    ids = list(dict.fromkeys(case_ids))
+    if share <= 0 or not ids:
+        return frozenset()
+    count = min(len(ids), max(math.ceil(share * len(ids)), min(MIN_CASES, len(ids))))
+    rank = sorted(ids, key=lambda cid: hashlib.sha256(f"{seed}:{cid}".encode()).hexdigest())
+    return frozenset(rank[:count])
+
+
+def is_reference_repeat(record: ExchangeRecord) -> bool:
+    """True for the reference's second answer to a case (kept out of every metric but the floor)."""
+    return MARKER in record.extra
