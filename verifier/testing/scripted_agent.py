@@ -169,7 +169,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="oracle-agent")
     args = ap.parse_args()
-    cases = builtin_suite("agent-long")
+    cases = list({s.id: s for name in ("agent-long", "agent-smoke") for s in builtin_suite(name)}.values())
     policy = OraclePolicy(cases, error_rate=args.error_rate, wrong_rate=args.wrong_rate, seed=args.seed)
     srv = ScriptedServer(policy, models=[args.model], port=args.port)
     srv.serve_forever(lambda: f"serving {args.model} on {srv.base_url} "
