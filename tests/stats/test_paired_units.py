@@ -43,6 +43,16 @@ def test_sign_flip_with_several_trials_matches_enumeration() -> None:
         sign_flip_p([Fraction(3, 2)])
 
 
+def test_sign_flip_on_a_support_too_large_to_list_is_sampled_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verifier.stats.paired_units as pu
+
+    diffs = [Fraction(-1)] * 9 + [Fraction(1, 3)] * 3 + [Fraction(0)] * 2
+    exact = sign_flip_p(diffs)
+    monkeypatch.setattr(pu, "_MAX_SUPPORT", 1)  # force the sampled path on a case we can list exactly
+    sampled = sign_flip_p(diffs)
+    assert sampled == pytest.approx(exact, abs=0.003) and sampled > 0
+
+
 def test_score_interval_equals_newcombe_on_zero_one_outcomes() -> None:
     rng = random.Random(7)
     for _ in range(200):

@@ -68,7 +68,7 @@ def sign_flip_p(differences: Sequence[Fraction | int]) -> float:
     observed = abs(sum(int(d * scale) for d in nonzero))
     total = sum(steps)
     if total > _MAX_SUPPORT:
-        raise ValueError(f"sign_flip_p: {len(steps)} units on denominator {scale} is too large to enumerate")
+        return _sign_flip_p_sampled(np.array([float(d) for d in nonzero]))
     # dist[i] = P(S = i - total) over random signs; each unit moves the sum by +step or -step with probability 1/2
     dist = np.zeros(2 * total + 1)
     dist[total] = 1.0
@@ -79,6 +79,18 @@ def sign_flip_p(differences: Sequence[Fraction | int]) -> float:
         dist = shifted
     sums = np.arange(-total, total + 1)
     return float(min(1.0, dist[np.abs(sums) >= observed].sum()))
+
+
+def _sign_flip_p_sampled(differences: np.ndarray, draws: int = 200_000, seed: int = 0) -> float:
+    """Monte Carlo sign-flip p-value, ``(1 + hits) / (1 + draws)`` (valid, never 0), for supports too large to list
+    (hundreds of units with many different trial counts)."""
+    rng = np.random.default_rng(seed)
+    observed = abs(float(differences.sum()))
+    hits = 0
+    for start in range(0, draws, 10_000):
+        signs = rng.choice((-1.0, 1.0), size=(min(10_000, draws - start), differences.size))
+        hits += int((np.abs(signs @ differences) >= observed - 1e-9).sum())
+    return (1 + hits) / (1 + draws)
 
 
 def paired_score_diff(reference: Sequence[float], candidate: Sequence[float], confidence: float = 0.95) -> Interval:
