@@ -258,11 +258,12 @@ def _counts(trials: Sequence[Trial], all_trials: Sequence[Trial], interrupted: i
 
 
 def _success_by_horizon(trials: Sequence[Trial]) -> Series:
-    by_h: dict[int, list[bool]] = defaultdict(list)
+    """Task success per horizon, on scenarios as task success itself is (so the chart and the headline agree)."""
+    by_h: dict[int, list[Trial]] = defaultdict(list)
     for t in trials:
         if t.horizon is not None:
-            by_h[int(t.horizon)].append(t.success)
-    points = [(float(h), b) for h in sorted(by_h) if (b := _bounds(stats.rate(by_h[h]))) is not None]
+            by_h[int(t.horizon)].append(t)
+    points = [(float(h), b) for h in sorted(by_h) if (b := _bounds(success_rate(per_scenario(by_h[h])))) is not None]
     return Series(
         name="task_success_by_horizon", x=[h for h, _ in points], y=[b[0] for _, b in points],
         low=[b[1] for _, b in points], high=[b[2] for _, b in points],
