@@ -4,8 +4,14 @@ A scenario is an environment family + seed + horizon (the exact minimum number o
 + a plain-language goal + a step budget; the success check is the environment's ``check()`` on the final state.
 Families are parametrised by horizon on the ladder 10, 25, 50, 100, 200, 500. Two built-in suites:
 
-* ``agent-smoke``: every environment at horizon 10 (a quick end-to-end check; seconds on the built-in engine);
-* ``agent-long``: every environment at every horizon of the ladder.
+* ``agent-smoke``: every environment at horizon 10 with seeds 0, 1 and 2 (12 scenarios: a quick end-to-end check).
+  Why three seeds: task success is compared across *scenarios* with an exact sign test, and its two-sided p-value
+  is at best ``2 * 0.5 ** m`` for ``m`` scenarios that one endpoint solves and the other fails. With the 4
+  scenarios of one seed even a candidate that fails every task got p = 0.125; a verdict judging about six
+  headline tests with Holm needs p < 0.05 / 6, so at least 8 such scenarios, and the verdict calls a
+  comparison on fewer than 10 scenarios "not testable". 12 leaves room for a task the reference itself fails.
+  Seeds 0-4 are the model card's held-out agent seeds (training uses seeds from 100,000, validation 5-9).
+* ``agent-long``: every environment at every horizon of the ladder (seed 0).
 
 A suite's content hash covers the scenario specs *and* a digest of each scenario's initial state, so a change to
 an environment generator changes the hash even when names and seeds stay the same.
@@ -31,6 +37,7 @@ ENVIRONMENTS: dict[str, type[Environment]] = {
 }
 HORIZONS: tuple[int, ...] = (10, 25, 50, 100, 200, 500)
 SMOKE_HORIZONS: tuple[int, ...] = (10,)
+SMOKE_SEEDS: tuple[int, ...] = (0, 1, 2)
 SUITE_VERSION = "1"
 
 SYSTEM_PROMPT = (
@@ -90,14 +97,14 @@ def family(env: str, horizons: tuple[int, ...] = HORIZONS, seed: int = 0) -> lis
 
 
 def builtin_suite(name: str) -> list[Scenario]:
-    """Scenarios of a built-in suite, in a stable order (environment, then horizon)."""
+    """Scenarios of a built-in suite, in a stable order (environment, then horizon, then seed)."""
     if name == "agent-smoke":
-        horizons = SMOKE_HORIZONS
+        horizons, seeds = SMOKE_HORIZONS, SMOKE_SEEDS
     elif name == "agent-long":
-        horizons = HORIZONS
+        horizons, seeds = HORIZONS, (0,)
     else:
         raise ValueError(f"unknown built-in agent suite {name!r} (known: agent-smoke, agent-long)")
-    return [s for env in ENVIRONMENTS for s in family(env, horizons)]
+    return [scenario(env, h, seed) for env in ENVIRONMENTS for h in horizons for seed in seeds]
 
 
 def load_scenario_file(path: Path) -> list[Scenario]:

@@ -65,15 +65,26 @@ def mutate(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class OraclePolicy:
+    """Plays each scenario's oracle; the conversation's world is found from its goal.
+
+    Several scenarios can share a goal (tickets and ledger at one horizon differ only in their worlds), so a new
+    conversation keeps a mirror of *every* scenario with its goal, plays the first one's next action in all of them,
+    and keeps the mirrors whose tool result is the one the runner sent back. A world where that action was wrong
+    (files seeds with the same goal read different first files) refuses it and the oracle carries on from there:
+    the task is still solved, with one refused call more.
+    """
+
     def __init__(self, scenarios: list[Scenario], *, error_rate: float = 0.0, wrong_rate: float = 0.0,
                  seed: int = 0, never_finish: bool = False) -> None:
-        self.by_goal = {s.goal: s for s in scenarios}
+        self.by_goal: dict[str, list[Scenario]] = {}
+        for s in scenarios:
+            self.by_goal.setdefault(s.goal, []).append(s)
         self.error_rate = error_rate
         self.wrong_rate = wrong_rate
         self.seed = seed
         self.never_finish = never_finish
-        self.mirrors: dict[str, Environment] = {}
-        self.last_result: dict[str, str] = {}
+        self.mirrors: dict[str, list[Environment]] = {}  # token -> mirrors of the worlds still possible
+        self.last_result: dict[str, list[str]] = {}  # token -> the last tool result in each of those worlds
         self.started: dict[tuple[str, str], int] = {}  # (model, goal) -> conversations begun (for draws)
         self.draw_key: dict[str, tuple[str, str, int]] = {}
         self.cache: dict[str, Reply] = {}
@@ -101,7 +112,7 @@ class OraclePolicy:
             n = self.started.get((model, goal), 0)
             self.started[(model, goal)] = n + 1
             token = f"{len(self.mirrors):06d}"
-            self.mirrors[token] = self.by_goal[goal].make_env()
+            self.mirrors[token] = [s.make_env() for s in self.by_goal[goal]]
             self.draw_key[token] = (model, goal, n)
             return token, None
         calls = assistants[-1].get("tool_calls") or []
@@ -111,15 +122,19 @@ class OraclePolicy:
             return None, f"policy: cannot find the conversation of tool call id {call_id!r}"
         token = parts[1]
         sent = messages[-1]
-        if sent.get("role") != "tool" or sent.get("content") != self.last_result.get(token):
-            return None, f"policy: runner sent {sent.get('content')!r}, expected {self.last_result.get(token)!r}"
+        results = self.last_result.get(token, [])
+        worlds = [env for env, text in zip(self.mirrors[token], results)
+                  if sent.get("role") == "tool" and sent.get("content") == text]
+        if not worlds:
+            return None, f"policy: runner sent {sent.get('content')!r}, expected {results[:1]!r}"
+        self.mirrors[token] = worlds
         return token, None
 
     def _decide(self, body: dict) -> Reply:
         token, error = self._conversation(body)
         if token is None:
             return Reply.error(400, error or "policy error", type_="invalid_request_error")
-        env = self.mirrors[token]
+        env = self.mirrors[token][0]
         usage = {"prompt_tokens": len(json.dumps(body["messages"])) // 4 + 1, "completion_tokens": 10,
                  "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": 0}}
         n = len(env.events)
@@ -141,8 +156,7 @@ class OraclePolicy:
             name, args = action.name, json.dumps(mutate(action.arguments, env.tool_schema(action.name)))
         else:
             name, args = action.name, action.arguments_json()
-        outcome = env.call(name, args)
-        self.last_result[token] = outcome.result_text
+        self.last_result[token] = [world.call(name, args).result_text for world in self.mirrors[token]]
         return Reply(tool_calls=[{"name": name, "arguments": args, "id": f"call_{token}_{n}"}], usage=usage)
 
 
@@ -155,7 +169,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default="oracle-agent")
     args = ap.parse_args()
-    cases = builtin_suite("agent-long")
+    cases = list({s.id: s for name in ("agent-long", "agent-smoke") for s in builtin_suite(name)}.values())
     policy = OraclePolicy(cases, error_rate=args.error_rate, wrong_rate=args.wrong_rate, seed=args.seed)
     srv = ScriptedServer(policy, models=[args.model], port=args.port)
     srv.serve_forever(lambda: f"serving {args.model} on {srv.base_url} "

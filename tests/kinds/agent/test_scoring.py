@@ -50,6 +50,8 @@ def test_pass_hat_k_matches_tau_bench_formula() -> None:
     assert ivs[1].value == pytest.approx((2 / 3 + 1 / 3) / 2)
     assert ivs[2].value == pytest.approx((1 / 3 + 0) / 2)
     assert ivs[3].value == 0.0 and ivs[1].n == 2
+    # the interval never collapses on agreement: two scenarios solved every time rule out little
+    assert pass_k_intervals({"a": [True], "b": [True]})[1].low < 0.5
 
 
 def test_kaplan_meier_textbook_example() -> None:
@@ -100,7 +102,8 @@ def test_score_records_metrics_series_and_clustered_comparison() -> None:
             recs += trajectory("cand", f"c{sc}", trial, cacts, invalid_at=2 if bad else None, success=not bad)
     ref, cand = score_records(recs, "s", "ref", ["ref", "cand"])
     assert ref.is_reference and not cand.is_reference
-    assert ref.metrics["task_success"].value == 1.0 and ref.metrics["task_success"].n == 12
+    # task success rests on scenarios (n = 6), not on the 12 trials: trials of one scenario are not independent
+    assert ref.metrics["task_success"].value == 1.0 and ref.metrics["task_success"].n == 6
     assert cand.metrics["task_success"].value == 0.5
     assert cand.metrics["pass^1"].value == 0.5 and cand.metrics["pass^2"].value == 0.5
     assert cand.metrics["pass^2"].n == 6
@@ -111,7 +114,8 @@ def test_score_records_metrics_series_and_clustered_comparison() -> None:
     # half the trials depart at step 3, the rest never: S(3) = 0.5, the median by the S <= 0.5 convention
     assert cand.metrics["trajectory_divergence_step_median"].value == 3.0
     diff = cand.comparisons["task_success"].difference
-    assert diff.value == pytest.approx(-0.5) and diff.low < -0.5 < diff.high and diff.method == "cluster_robust"
+    assert diff.value == pytest.approx(-0.5) and diff.low < -0.5 < diff.high and diff.method == "newcombe_units"
+    assert cand.comparisons["task_success"].independent_units == 6
     assert cand.comparisons["step_validity"].difference.value == pytest.approx(-0.125)
     assert {s.name for s in cand.series} >= {"task_success_by_horizon", "step_validity_by_step",
                                              "survival_first_invalid", "survival_same_as_reference"}
@@ -121,7 +125,8 @@ def test_score_records_metrics_series_and_clustered_comparison() -> None:
     assert cand.disagreements and cand.disagreements[0].kind == "trajectory"
     assert cand.counts["invalid_calls"] == 6 and cand.counts["stop:final_answer"] == 12
     assert cand.counts["error:schema_violation"] == 6
-    assert math.isclose(cand.metrics["task_success"].low, 0.2538, abs_tol=1e-3)  # Wilson 6/12
+    assert math.isclose(cand.metrics["task_success"].low, 0.1876, abs_tol=1e-3)  # Wilson 3/6: scenarios
+    assert cand.metrics["pass^1"] == cand.metrics["task_success"]
 
 
 def test_cluster_p_value_matches_the_t_test_on_cluster_means() -> None:

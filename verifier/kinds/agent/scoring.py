@@ -5,9 +5,11 @@ index, ``extra`` = validity, actions, stop reason). They are first folded into :
 endpoint x scenario x trial, using the finished attempt when a trial was restarted), then every metric is a pure
 function of trials. Metric names follow docs/CONTRACTS.md:
 
-* ``task_success``: share of trials whose final state passes the scenario's check (Wilson interval, n = trials).
+* ``task_success``: share of tasks whose final state passes the scenario's check, as the mean over scenarios of
+  each scenario's solved share (Wilson interval on n = scenarios: trials of one scenario are not independent;
+  see :mod:`verifier.kinds.agent.task_success`).
 * ``pass^k``: tau-bench's unbiased estimator, per scenario ``C(c, k) / C(n, k)`` with ``c`` successes in ``n``
-  trials, averaged over scenarios (bootstrap interval over scenarios, n = scenarios).
+  trials, averaged over scenarios, with the same interval (so ``pass^1`` *is* ``task_success``, interval and all).
 * ``step_validity``: share of tool-calling steps whose calls were all valid (JSON object, known tool, schema ok);
   steps of one scenario are correlated, so the interval resamples whole scenarios.
 * ``first_invalid_step_median``: Kaplan-Meier median of the 1-based index of the first step with an invalid call,
@@ -16,8 +18,10 @@ function of trials. Metric names follow docs/CONTRACTS.md:
   (name + canonical arguments) differ from the reference's trajectory on the same scenario and trial; censored at
   the trajectory's end when the two never part.
 
-Comparisons with the reference pair trials by (scenario, trial) and use standard errors clustered by scenario
-(``stats.cluster_robust_diff``), because trials and steps of one scenario are not independent.
+Comparisons with the reference pair trials by (scenario, trial). Task success is compared across scenarios with
+an exact sign-flip test and Newcombe's paired score interval (:mod:`verifier.kinds.agent.task_success`), which stay
+honest with a dozen scenarios and outcomes that all agree; step validity uses standard errors clustered by scenario
+(``stats.cluster_robust_diff``), because steps of one scenario are not independent.
 
 Provider faults are not model failures: a trial that ended because a request failed at the endpoint after all
 retries (``stop_reason == "endpoint_error"``) says nothing about the model, so it is reported as an endpoint error
@@ -32,9 +36,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from verifier.kinds.agent.task_success import UNIT, compare_task_success, per_scenario, success_rate
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import Comparison, Disagreement, EndpointSuiteResult, Series
 from verifier.stats import intervals as stats
+from verifier.stats.paired_units import unit_mean_rate
 from verifier.stats.survival import Survival, kaplan_meier, km_median
 
 #: step-index bins for the validity-by-step chart when trajectories are long (bin = [edge_i, edge_{i+1}))
@@ -161,16 +167,19 @@ def pass_hat_k(successes: int, trials: int, k: int) -> float:
     return math.comb(successes, k) / math.comb(trials, k)
 
 
-def pass_k_intervals(per_scenario: dict[str, list[bool]], seed: int = 0) -> dict[int, Interval]:
-    """pass^k for k = 1..K (K = fewest trials any scenario has), averaged over scenarios."""
-    if not per_scenario:
+def pass_k_intervals(by_scenario: dict[str, list[bool]]) -> dict[int, Interval]:
+    """pass^k for k = 1..K (K = fewest trials any scenario has), averaged over scenarios.
+
+    The interval is task success's (Wilson on n = scenarios over per-scenario values in [0, 1]), so pass^1 and task
+    success, the same quantity, never disagree; a bootstrap over four scenarios all at 1 gave [100 %, 100 %].
+    """
+    if not by_scenario:
         return {}
-    k_max = min(len(v) for v in per_scenario.values())
-    out = {}
-    for k in range(1, k_max + 1):
-        values = [pass_hat_k(sum(v), len(v), k) for v in per_scenario.values()]
-        out[k] = stats.bootstrap_mean(values, seed=seed).model_copy(update={"method": "bootstrap_scenarios"})
-    return out
+    k_max = min(len(v) for v in by_scenario.values())
+    return {
+        k: unit_mean_rate([pass_hat_k(sum(v), len(v), k) for v in by_scenario.values()])
+        for k in range(1, k_max + 1)
+    }
 
 
 def validity_by_step(trials: Sequence[Trial]) -> Series:
@@ -249,11 +258,12 @@ def _counts(trials: Sequence[Trial], all_trials: Sequence[Trial], interrupted: i
 
 
 def _success_by_horizon(trials: Sequence[Trial]) -> Series:
-    by_h: dict[int, list[bool]] = defaultdict(list)
+    """Task success per horizon, on scenarios as task success itself is (so the chart and the headline agree)."""
+    by_h: dict[int, list[Trial]] = defaultdict(list)
     for t in trials:
         if t.horizon is not None:
-            by_h[int(t.horizon)].append(t.success)
-    points = [(float(h), b) for h in sorted(by_h) if (b := _bounds(stats.rate(by_h[h]))) is not None]
+            by_h[int(t.horizon)].append(t)
+    points = [(float(h), b) for h in sorted(by_h) if (b := _bounds(success_rate(per_scenario(by_h[h])))) is not None]
     return Series(
         name="task_success_by_horizon", x=[h for h, _ in points], y=[b[0] for _, b in points],
         low=[b[1] for _, b in points], high=[b[2] for _, b in points],
@@ -280,13 +290,10 @@ def score_endpoint(
     done = [t for t in finished if not t.endpoint_failed]  # what the model did: provider faults left out
     result = EndpointSuiteResult(endpoint=endpoint, suite=suite, kind="agent", is_reference=is_reference)
     result.counts = _counts(finished, trials, interrupted)
-    result.metrics["task_success"] = stats.rate([t.success for t in done])
+    by_scenario = per_scenario(done)
+    result.metrics["task_success"] = success_rate(by_scenario)
     result.metrics["endpoint_error_rate"] = stats.rate([t.endpoint_failed for t in finished])
-
-    per_scenario: dict[str, list[bool]] = defaultdict(list)
-    for t in done:
-        per_scenario[t.scenario].append(t.success)
-    for k, iv in pass_k_intervals(per_scenario).items():
+    for k, iv in pass_k_intervals(by_scenario).items():
         result.metrics[f"pass^{k}"] = iv
 
     step_flags = [(t.scenario, float(bool(s.valid))) for t in done for s in t.steps if s.valid is not None]
@@ -309,10 +316,12 @@ def score_endpoint(
         ),
     ]
     result.extra["scenarios"] = {
-        sid: {"successes": sum(v), "trials": len(v)} for sid, v in sorted(per_scenario.items())
+        sid: {"successes": sum(v), "trials": len(v)} for sid, v in sorted(by_scenario.items())
     }
     result.notes.append(
-        f"pass^k: tau-bench unbiased estimator C(c,k)/C(n,k) averaged over {len(per_scenario)} scenarios."
+        f"task success and pass^k: per-scenario shares averaged over {len(by_scenario)} scenarios "
+        f"({len(done)} trials), Wilson intervals on n = scenarios; pass^k is tau-bench's unbiased estimator "
+        "C(c,k)/C(n,k)."
     )
     if result.counts.get("endpoint_error_trials"):
         result.notes.append(
@@ -405,13 +414,9 @@ def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[T
     if not pairs:
         result.notes.append("no trial pairs with the reference: no comparisons.")
         return
-    clusters = [r.scenario for r, _ in pairs]
-    diff = stats.cluster_robust_diff(
-        [float(r.success) for r, _ in pairs], [float(c.success) for _, c in pairs], clusters
-    )
-    result.comparisons["task_success"] = Comparison(
-        metric="task_success", difference=diff, p_value=_cluster_p(diff, len(set(clusters))), test="cluster_robust"
-    )
+    task = compare_task_success(pairs)
+    if task is not None:
+        result.comparisons["task_success"] = task
     vpairs = [(rv, cv, r.scenario) for r, c in pairs
               if (rv := _trial_validity(r)) is not None and (cv := _trial_validity(c)) is not None]
     if vpairs:
@@ -419,7 +424,7 @@ def _compare(result: EndpointSuiteResult, cand: Sequence[Trial], ref: Sequence[T
         vdiff = stats.cluster_robust_diff([a for a, _, _ in vpairs], [b for _, b, _ in vpairs], vclusters)
         result.comparisons["step_validity"] = Comparison(
             metric="step_validity", difference=vdiff, p_value=_cluster_p(vdiff, len(set(vclusters))),
-            test="cluster_robust",
+            test="cluster_robust", unit=UNIT, independent_units=len(set(vclusters)),
         )
 
 
