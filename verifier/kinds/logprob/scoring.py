@@ -1,5 +1,17 @@
 """Score logprob records: per candidate, KL statistics for the forced and decode paths, method, fingerprint.
 
+What each figure is (docs: suites/logprob/README.md):
+
+* ``kl_mean``: KL(reference || candidate) per token, **only** from an unbiased source: exact full distributions
+  (forced path, built-in engine; interval method ``exact_cluster_bootstrap_t``), else the sampled-token k3
+  estimator on continuations sampled from the reference at temperature 1 (``sampled_k3_cluster_bootstrap_t``),
+  else absent. ``extra["kl_method"]`` says which ("exact" / "sampled_k3").
+* ``kl_topk_lower``: from top-k logprobs only a lower bound exists; its mean, with interval (decode path when
+  measured, else the forced top-k path), and ``kl_tail_mass``: the reference's mass outside its top-k there.
+* the decode path compares the two greedy outputs up to **and including** the first position where they
+  diverge (both distributions there still condition on the same prefix); later positions condition on
+  different texts and are not comparable (the sampled and exact paths, teacher-forced, cover every position).
+
 Works from ``records.jsonl`` alone (exact-distribution KL was computed at run time and stored in the
 candidate's record), so a finished run can be re-scored offline.
 
@@ -15,17 +27,32 @@ from typing import Any
 
 import numpy as np
 
-from verifier.kinds.logprob.align import Interner, LogprobFormatError, TokenTrack, align_tracks, common_prefix
-from verifier.kinds.logprob.estimator import topk_kl
+from verifier.kinds.logprob.align import (
+    Interner,
+    LogprobFormatError,
+    Position,
+    TokenTrack,
+    align_tracks,
+    common_prefix,
+)
+from verifier.kinds.logprob.cluster_ci import cluster_mean_interval
+from verifier.kinds.logprob.estimator import sampled_kl, topk_kl
 from verifier.kinds.logprob.fingerprint import load_library, make_profile, match, reference_model
 from verifier.kinds.logprob.probe import ProbeResult
 from verifier.kinds.logprob.stats import KLStats, kl_cdf_series, kl_statistics
-from verifier.kinds.logprob.tracks import CASE_ERROR, PROBE_FAILED, forced_track, generation_track
+from verifier.kinds.logprob.tracks import (
+    CASE_ERROR,
+    PROBE_FAILED,
+    SAMPLE_PREFIX,
+    forced_track,
+    generation_track,
+)
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import EndpointSuiteResult
 from verifier.stats.intervals import wilson
 
 FORCED_VARIANTS = ("forced_exact", "forced_echo", "forced_vllm")
+UNBIASED_METHODS = frozenset({"exact", "sampled_k3"})
 
 
 @dataclass
@@ -34,6 +61,8 @@ class PathData:
 
     kl: list[np.ndarray] = field(default_factory=list)
     lower: list[np.ndarray] = field(default_factory=list)
+    tail: list[np.ndarray] = field(default_factory=list)  # reference mass outside its top-k (top-k paths)
+    k1: list[np.ndarray] = field(default_factory=list)  # sampled path: the k1 estimator beside k3
     ref_lp: list[np.ndarray] = field(default_factory=list)
     cand_lp: list[np.ndarray] = field(default_factory=list)
     same: list[np.ndarray] = field(default_factory=list)
@@ -48,11 +77,12 @@ class PathData:
     topk_lower: dict[int, list[np.ndarray]] = field(default_factory=dict)
 
     def add(self, case: str, method: str, kl: np.ndarray, ref_lp: np.ndarray, cand_lp: np.ndarray, same: np.ndarray,
-            lower: np.ndarray | None = None) -> None:
+            lower: np.ndarray | None = None, tail: np.ndarray | None = None) -> None:
         if kl.size == 0:
             return
         self.kl.append(kl)
         self.lower.append(kl if lower is None else lower)
+        self.tail.append(np.zeros(kl.size) if tail is None else tail)
         self.ref_lp.append(ref_lp)
         self.cand_lp.append(cand_lp)
         self.same.append(same.astype(float))
@@ -64,10 +94,17 @@ class PathData:
         parts = getattr(self, name)
         return np.concatenate(parts) if parts else np.zeros(0)
 
+    @property
+    def unbiased(self) -> bool:
+        """Every case measured by an unbiased per-token KL (exact, or sampled k3): a mean KL may be reported."""
+        return bool(self.methods) and set(self.methods) <= UNBIASED_METHODS
+
     def stats(self) -> KLStats:
+        method = next(iter(self.methods)) + "_" if self.unbiased and len(self.methods) == 1 else ""
         return kl_statistics(self.cat("kl"), self.cat("seq"), ref_token_logprob=self.cat("ref_lp"),
                              cand_token_logprob=self.cat("cand_lp"), same_top=self.cat("same"),
-                             kl_lower=self.cat("lower"))
+                             kl_lower=self.cat("lower"), tail_mass=self.cat("tail"), topk=not self.unbiased,
+                             method=method)
 
 
 def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: TokenTrack, start: int) -> None:
@@ -76,7 +113,7 @@ def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: To
     if al.compared == 0:
         return
     est = topk_kl(al.ref, al.cand)
-    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower)
+    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower, est.ref_tail)
 
 
 def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str, ep: str,
@@ -139,9 +176,61 @@ def _decode(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
         except LogprobFormatError:
             continue
         m = common_prefix(rt, ct)
-        data.first_divergence[cid] = m if m < min(len(rt.positions), len(ct.positions)) else None
-        _topk_path(data, cid, r.extra.get("method", "generate"), TokenTrack(rt.positions[:m]),
-                   TokenTrack(ct.positions[:m]), 0)
+        diverged = m < min(len(rt.positions), len(ct.positions))
+        data.first_divergence[cid] = m if diverged else None
+        ref_part, cand_part = rt.positions[:m], ct.positions[:m]
+        if diverged:  # the divergent position itself: both distributions condition on the same prefix
+            ref_part = ref_part + [rt.positions[m]]
+            cand_part = cand_part + [_as_reference_token(ct.positions[m], rt.positions[m])]
+        _topk_path(data, cid, r.extra.get("method", "generate"), TokenTrack(ref_part), TokenTrack(cand_part), 0)
+    return data
+
+
+def _as_reference_token(cand: Position, ref: Position) -> Position:
+    """The candidate's divergent position, relabelled with the reference's token so the pair aligns.
+
+    Its distribution (``top``) is untouched: that is what KL compares. The candidate's logprob *of the
+    reference's token* is read from its top-k when listed, else bounded by its smallest listed logprob.
+    """
+    lp = cand.top.get(ref.token)
+    if lp is None and cand.top:
+        lp = min(cand.top.values())
+    return Position(token=ref.token, logprob=lp, top=cand.top, offset=ref.offset)
+
+
+def _sampled(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str,
+             ep: str) -> PathData:
+    """Sampled-token KL: continuations sampled from the reference (temperature 1), forced on both endpoints.
+
+    Each sample is its own sequence (the interval's cluster); k3 is the headline term, k1 kept beside it.
+    """
+    data = PathData()
+    for cid in case_ids:
+        if _case_error(recs, cid, ref_ep, ep):
+            continue
+        variants = sorted(v for (e, c, v) in recs
+                          if e == ref_ep and c == cid and v.startswith("forced_" + SAMPLE_PREFIX))
+        for variant in variants:
+            r, c = recs.get((ref_ep, cid, variant)), recs.get((ep, cid, variant))
+            if r is None or c is None:
+                continue
+            if not (r.ok and c.ok):
+                data.failed += 1
+                continue
+            cont = r.extra.get("continuation", "")
+            try:
+                rt, start = forced_track(r, cont)
+                ct, _ = forced_track(c, cont)
+            except LogprobFormatError:
+                data.misaligned += 1
+                continue
+            al = align_tracks(rt, ct, start_offset=start, interner=Interner())
+            data.misaligned += al.misaligned
+            if al.compared == 0:
+                continue
+            est = sampled_kl(al.ref_token_lp, al.cand_token_lp)
+            data.add(f"{cid}/{variant}", "sampled_k3", est.k3, al.ref_token_lp, al.cand_token_lp, al.same_top)
+            data.k1.append(est.k1)
     return data
 
 
@@ -195,6 +284,63 @@ def _reference_sha(records: list[ExchangeRecord], reference: str) -> str | None:
     return None
 
 
+def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
+    """Per-path figures, and the headlines: ``kl_mean`` from an unbiased path only, ``kl_topk_lower`` otherwise.
+
+    The llama.cpp figures (same top, delta p, ln PPL ratio) of the decode path are unprefixed when it was
+    measured (it is what generated tokens go through, and the only path a decode-only quantization reaches);
+    every other path's figures carry its name as prefix (``forced_``, ``decode_``, ``sampled_``).
+    """
+    headline = "decode" if "decode" in have else "forced" if "forced" in have else "sampled"
+    res.extra["headline_path"] = headline
+    res.extra["method"] = ",".join(sorted(have[headline].methods))
+    res.extra["paths"] = {}
+    kl_by_path: dict[str, Interval] = {}
+    for path, data in have.items():
+        st = data.stats()
+        kl_by_path[path] = st.kl_mean
+        prefix = "" if path == headline else f"{path}_"
+        for metric, iv in st.metrics().items():
+            if path == "sampled" and metric == "kl_mean":
+                metric = "kl_k3_mean"
+            res.metrics[prefix + metric] = iv
+        if path == "sampled":
+            res.metrics[prefix + "kl_k1_mean"] = cluster_mean_interval(data.cat("k1"), data.cat("seq"),
+                                                                       method_prefix="sampled_k1_")
+        res.counts[f"{path}_positions"] = st.n_positions
+        res.counts[f"{path}_sequences"] = st.n_sequences
+        res.counts[f"{path}_misaligned"] = data.misaligned
+        res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {','.join(sorted(data.methods))}"
+                                        + (", top-k estimate" if not data.unbiased else "") + ")"))
+        res.extra["paths"][path] = {"methods": dict(data.methods), "stats": st.model_dump(exclude_none=True)}
+    # kl_mean: exact full distributions first, else sampled-token k3; never a top-k figure
+    source = next((p for p in ("forced", "sampled") if p in have and have[p].unbiased), None)
+    res.metrics.pop("kl_mean", None)
+    if source is not None:
+        res.metrics["kl_mean"] = kl_by_path[source]
+        res.extra["kl_method"] = "exact" if source == "forced" else "sampled_k3"
+        res.extra["kl_path"] = source
+    # kl_topk_lower / kl_tail_mass: the decode path's when measured, else the forced top-k path's
+    topk_path = next((p for p in ("decode", "forced") if p in have and not have[p].unbiased), None)
+    if topk_path is not None and topk_path != headline:
+        for name in ("kl_topk_lower", "kl_tail_mass"):
+            if f"{topk_path}_{name}" in res.metrics:
+                res.metrics[name] = res.metrics[f"{topk_path}_{name}"]
+    notes = {"exact": "kl_mean: exact KL from full next-token distributions on the reference's continuation "
+                      "(teacher-forced prefill path)",
+             "sampled_k3": "kl_mean: sampled-token k3 estimator (Schulman 2020) on continuations sampled from the "
+                           "reference at temperature 1, teacher-forced on both endpoints (prefill path)"}
+    if source is not None:
+        res.notes.append(notes[res.extra["kl_method"]])
+    else:
+        res.notes.append("no kl_mean: neither full distributions nor sampled-token logprobs were measured; "
+                         "kl_topk_lower is a lower bound on KL, not an estimate of it")
+    if "decode" in have:
+        res.notes.append("decode path (greedy generation, common prefix with the reference up to and including the "
+                         "first divergence) has top-k logprobs only: kl_topk_lower is a lower bound; a decode-only "
+                         "quantization is invisible to the teacher-forced (prefill) figures")
+
+
 def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                   endpoints: list[str]) -> list[EndpointSuiteResult]:
     name = suite.manifest.name
@@ -233,37 +379,22 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
             continue
         on_ref = frozenset(c.id for c in suite.cases if getattr(c, "continuation", None) is None)
         forced, decode = _forced(recs, case_ids, reference, ep, on_ref), _decode(recs, case_ids, reference, ep)
-        paths = {"forced": forced, "decode": decode}
+        sampled = _sampled(recs, case_ids, reference, ep)
+        paths = {"forced": forced, "decode": decode, "sampled": sampled}
         for path, data in paths.items():  # planned vs measured, per path: a failed request never hides its case
             res.counts[f"{path}_cases_measured"] = data.cases
             res.counts[f"{path}_cases_failed"] = data.failed
             if data.failed:
-                res.notes.append(f"{path} path: {data.failed} of {len(case_ids)} case(s) not measured because a "
-                                 f"request failed (reference's or this endpoint's); measured {data.cases}.")
+                res.notes.append(f"{path} path: {data.failed} {'sample(s)' if path == 'sampled' else 'case(s)'} "
+                                 f"not measured because a request failed (reference's or this endpoint's); "
+                                 f"measured {data.cases}.")
         have = {k: v for k, v in paths.items() if v.cases}
         if not have:
             if not (probe is not None and probe.errors() and not any(p.supported for p in probe.methods.values())):
                 res.notes.append(_no_logprobs_note(probe))
             results.append(res)
             continue
-        # The decode path is the headline when measured: it is what generated tokens go through (a
-        # decode-only quantization, e.g. INT4 decode weights or a KV cache read back in low precision,
-        # leaves the teacher-forced prefill path untouched) and it is the ordinary-looking request.
-        headline = "decode" if "decode" in have else "forced"
-        res.extra["method"] = ",".join(sorted(have[headline].methods))
-        res.extra["headline_path"] = headline
-        res.extra["paths"] = {}
-        for path, data in have.items():
-            st = data.stats()
-            prefix = "" if path == headline else f"{path}_"
-            for metric, iv in st.metrics().items():
-                res.metrics[prefix + metric] = iv
-            res.counts[f"{path}_positions"] = st.n_positions
-            res.counts[f"{path}_sequences"] = st.n_sequences
-            res.counts[f"{path}_misaligned"] = data.misaligned
-            methods = res.extra["method"] if path == headline else ",".join(sorted(data.methods))
-            res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {methods})"))
-            res.extra["paths"][path] = {"methods": dict(data.methods), "stats": st.model_dump(exclude_none=True)}
+        _path_metrics(res, have)
         if decode.first_divergence:
             vals = [v for v in decode.first_divergence.values() if v is not None]
             res.extra["first_divergence"] = decode.first_divergence
@@ -273,14 +404,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                                                                   method="median")
         if forced.topk_est:
             res.extra["topk_error_vs_exact"] = _topk_error_table(forced)
-        if "forced" in have and headline == "decode":
-            res.notes.append("kl_* figures: decode path (greedy generation, common prefix with the reference); "
-                             "forced_* figures: teacher-forced prompt/prefill path (" + ",".join(sorted(forced.methods))
-                             + "), which a decode-only quantization does not reach")
-        elif headline == "forced":
-            res.notes.append("kl_* figures: teacher-forced prompt/prefill path only (no decode-path logprobs); a "
-                             "quantization applied only when decoding would not show here")
-        profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items()})
+        profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items() if p != "sampled"})
         res.extra["profile"] = profile.model_dump()
         res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash,
                                          model_sha256=ref_sha, served_model=ref_model).model_dump()
