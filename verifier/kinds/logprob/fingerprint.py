@@ -84,6 +84,17 @@ class Fingerprint(BaseModel):
     indistinguishable_from: list[str] = Field(default_factory=list)  # profiles within AMBIGUOUS_MARGIN of the best
     threshold: float = UNKNOWN_DISTANCE
     reason: str | None = None
+    # error control (verifier.kinds.logprob.fingerprint_null): gap = distance to the reference profile minus the
+    # nearest other profile's; p_value = P(gap this large | the endpoint serves the reference variant), from
+    # simulated A/A twins; false_alarm_rate = how often "p_value <= alpha" names another profile on fresh A/A
+    # twins (worst noise setting), over false_alarm_n twins; margin_calibrated = the gap where p reaches alpha.
+    gap: float | None = None
+    p_value: float | None = None
+    false_alarm_rate: float | None = None
+    false_alarm_n: int | None = None
+    margin_calibrated: float | None = None
+    alpha: float | None = None
+    null_model: str | None = None
 
 
 def make_profile(paths: dict[str, tuple[np.ndarray, np.ndarray | None]]) -> KLProfile:

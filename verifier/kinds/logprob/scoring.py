@@ -38,6 +38,7 @@ from verifier.kinds.logprob.align import (
 from verifier.kinds.logprob.cluster_ci import cluster_mean_interval
 from verifier.kinds.logprob.estimator import sampled_kl, topk_kl
 from verifier.kinds.logprob.fingerprint import load_library, make_profile, match, reference_model
+from verifier.kinds.logprob.fingerprint_null import calibrate_gap, reference_rows
 from verifier.kinds.logprob.probe import ProbeResult
 from verifier.kinds.logprob.stats import KLStats, kl_cdf_series, kl_statistics
 from verifier.kinds.logprob.tracks import (
@@ -274,6 +275,20 @@ def _topk_error_table(data: PathData) -> dict[str, Any]:
     return out
 
 
+def _reference_rows(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str) -> np.ndarray:
+    """The reference's decode-path top-k lists (plus a tail cell) over all cases: the A/A twins' raw material."""
+    tops: list[dict[str, float]] = []
+    for cid in case_ids:
+        r = recs.get((ref_ep, cid, "generate"))
+        if r is None or not r.ok:
+            continue
+        try:
+            tops.extend(p.top for p in generation_track(r).positions)
+        except LogprobFormatError:
+            continue
+    return reference_rows(tops)
+
+
 def _reference_sha(records: list[ExchangeRecord], reference: str) -> str | None:
     """Weights hash when the reference serves the shipped model (so stale profiles are not used)."""
     from verifier.kinds.logprob.fingerprint import checkpoint_sha256
@@ -356,6 +371,7 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                                if getattr(suite, 'profiles_path', None) else PROFILES_FILE)
     except ValueError:
         library = None
+    ref_rows: np.ndarray | None = None  # the reference's decode distributions, for the fingerprint's A/A null
     ref_sha = _reference_sha(records, reference)
     ref_model = reference_model(records, reference)
     results: list[EndpointSuiteResult] = []
@@ -406,7 +422,15 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
             res.extra["topk_error_vs_exact"] = _topk_error_table(forced)
         profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items() if p != "sampled"})
         res.extra["profile"] = profile.model_dump()
-        res.extra["fingerprint"] = match(profile, library, suite_hash=suite.manifest.content_hash,
-                                         model_sha256=ref_sha, served_model=ref_model).model_dump()
+        fp = match(profile, library, suite_hash=suite.manifest.content_hash, model_sha256=ref_sha,
+                   served_model=ref_model)
+        if library is not None and fp.verdict not in ("no profiles",) and fp.ranking:
+            if ref_rows is None:
+                ref_rows = _reference_rows(recs, case_ids, reference)
+            cal = calibrate_gap(profile, library, ref_rows)
+            fp = fp.model_copy(update={"gap": cal.gap, "p_value": cal.p_value, "false_alarm_rate": cal.false_alarm_rate,
+                                       "false_alarm_n": cal.false_alarm_n, "margin_calibrated": cal.margin,
+                                       "alpha": cal.alpha, "null_model": cal.method})
+        res.extra["fingerprint"] = fp.model_dump()
         results.append(res)
     return results
