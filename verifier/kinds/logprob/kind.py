@@ -344,13 +344,19 @@ class LogprobKind:
                 self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant,
                              extra={"api": "completions", "method": "sample", "seed": sample_seed(case.id, j)})
             sample = self._find(ctx, suite, case.id, ctx.reference, variant)
-            if sample is None or not sample.ok or (suite, case.id, ep, 0, None, f"forced_{variant}") in done:
+            if sample is None or not sample.ok:
                 continue
             try:
                 continuation = generation_text(sample)
             except LogprobFormatError:
                 continuation = first_choice(sample).get("text") or ""
             if not continuation:
+                continue
+            if probe.supported("exact") and (suite, case.id, ep, 0, None, f"exact_{variant}") not in done:
+                # full distributions along the sampled text: exact per-position KL, one sequence per sample
+                await self._exact(suite, case, ep, is_ref, prompt_text, prompt_text + continuation, ctx,
+                                  variant=f"exact_{variant}")
+            if (suite, case.id, ep, 0, None, f"forced_{variant}") in done:
                 continue
             mt = probe.methods["completions_echo"].max_tokens or 0
             ex = await client.completions({"prompt": prompt_text + continuation, "max_tokens": mt, "echo": True,
@@ -375,23 +381,23 @@ class LogprobKind:
         return self._tok_cache[key]
 
     async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str, text: str,
-                     ctx: RunContext) -> None:
+                     ctx: RunContext, variant: str = "forced_exact") -> None:
         """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
         client = ctx.clients[ep]
         store_dir = Path(ctx.run_dir) / "kl_exact" / suite
         store_dir.mkdir(parents=True, exist_ok=True)
-        ref_file = store_dir / f"{case.id}.npz"
+        ref_file = store_dir / (f"{case.id}.npz" if variant == "forced_exact" else f"{case.id}.{variant}.npz")
         extra: dict[str, Any] = {"method": "exact"}
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
                                                                          "start": 1})
             if head is None or not ex0.ok:
-                self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+                self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
                 return
             status, data, ex = await client.post_json("/x/distributions", {"prompt": text, "prompt_token_ids": None,
                                                                              "start": 1})
             if data is None or not ex.ok:
-                self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+                self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
                 return
             try:
                 ids = _token_ids(data)
@@ -401,7 +407,7 @@ class LogprobKind:
                 if not isinstance(vocab, int):
                     raise DistributionsReplyError("distributions reply: 'vocab_size' missing or not an integer")
             except DistributionsReplyError as e:
-                self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact",
+                self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant=variant,
                              extra=extra)
                 return
             start = 0
@@ -412,7 +418,7 @@ class LogprobKind:
             np.savez_compressed(ref_file, logprobs=rows, token_ids=np.asarray(ids), start=start)
             extra.update(start=start, n_tokens=len(ids), vocab_size=vocab)
             ex.response = {"omitted": "full distributions stored in kl_exact/"}
-            self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+            self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
             return
         if not ref_file.is_file():
             return  # the reference has no exact distributions for this case (not built-in, or it failed)
@@ -441,7 +447,7 @@ class LogprobKind:
                     extra[f"kl_top{k}"] = est.kl.tolist()
                     extra[f"kl_top{k}_lower"] = est.lower.tolist()
             ex.response = {"omitted": "full distributions not stored for candidates"}
-        self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+        self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
 
     # scoring -----------------------------------------------------------------------------------------------
     def score(self, suite: LoadedLogprobSuite, records: list[ExchangeRecord], reference: str,

@@ -3,7 +3,8 @@
 What each figure is (docs: suites/logprob/README.md):
 
 * ``kl_mean``: KL(reference || candidate) per token, **only** from an unbiased source: exact full distributions
-  (forced path, built-in engine; interval method ``exact_cluster_bootstrap_t``), else the sampled-token k3
+  (built-in engine: along the reference's sampled continuations when measured, one sequence each, else on its
+  greedy continuation; interval method ``exact_cluster_bootstrap_t``), else the sampled-token k3
   estimator on continuations sampled from the reference at temperature 1 (``sampled_k3_cluster_bootstrap_t``),
   else absent. ``extra["kl_method"]`` says which ("exact" / "sampled_k3").
 * ``kl_topk_lower``: from top-k logprobs only a lower bound exists; its mean, with interval (decode path when
@@ -199,6 +200,26 @@ def _as_reference_token(cand: Position, ref: Position) -> Position:
     return Position(token=ref.token, logprob=lp, top=cand.top, offset=ref.offset)
 
 
+def _sampled_exact(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str,
+                   ep: str) -> PathData:
+    """Exact KL along the reference's sampled continuations (engines with full distributions): one sequence each."""
+    data = PathData()
+    for cid in case_ids:
+        if _case_error(recs, cid, ref_ep, ep):
+            continue
+        for variant in sorted(v for (e, c, v) in recs
+                              if e == ep and c == cid and v.startswith("exact_" + SAMPLE_PREFIX)):
+            rec = recs[(ep, cid, variant)]
+            if not rec.ok:
+                data.failed += 1
+                continue
+            x = rec.extra
+            if "kl" in x:
+                data.add(f"{cid}/{variant}", "exact", np.asarray(x["kl"]), np.asarray(x["ref_token_lp"]),
+                         np.asarray(x["cand_token_lp"]), np.asarray(x["same_top"]))
+    return data
+
+
 def _sampled(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str,
              ep: str) -> PathData:
     """Sampled-token KL: continuations sampled from the reference (temperature 1), forced on both endpoints.
@@ -306,7 +327,7 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
     measured (it is what generated tokens go through, and the only path a decode-only quantization reaches);
     every other path's figures carry its name as prefix (``forced_``, ``decode_``, ``sampled_``).
     """
-    headline = "decode" if "decode" in have else "forced" if "forced" in have else "sampled"
+    headline = next(p for p in ("decode", "forced", "sampled", "sampled_exact") if p in have)
     res.extra["headline_path"] = headline
     res.extra["method"] = ",".join(sorted(have[headline].methods))
     res.extra["paths"] = {}
@@ -329,11 +350,11 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
                                         + (", top-k estimate" if not data.unbiased else "") + ")"))
         res.extra["paths"][path] = {"methods": dict(data.methods), "stats": st.model_dump(exclude_none=True)}
     # kl_mean: exact full distributions first, else sampled-token k3; never a top-k figure
-    source = next((p for p in ("forced", "sampled") if p in have and have[p].unbiased), None)
+    source = next((p for p in ("sampled_exact", "forced", "sampled") if p in have and have[p].unbiased), None)
     res.metrics.pop("kl_mean", None)
     if source is not None:
         res.metrics["kl_mean"] = kl_by_path[source]
-        res.extra["kl_method"] = "exact" if source == "forced" else "sampled_k3"
+        res.extra["kl_method"] = "sampled_k3" if source == "sampled" else "exact"
         res.extra["kl_path"] = source
     # kl_topk_lower / kl_tail_mass: the decode path's when measured, else the forced top-k path's
     topk_path = next((p for p in ("decode", "forced") if p in have and not have[p].unbiased), None)
@@ -341,12 +362,14 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
         for name in ("kl_topk_lower", "kl_tail_mass"):
             if f"{topk_path}_{name}" in res.metrics:
                 res.metrics[name] = res.metrics[f"{topk_path}_{name}"]
-    notes = {"exact": "kl_mean: exact KL from full next-token distributions on the reference's continuation "
-                      "(teacher-forced prefill path)",
-             "sampled_k3": "kl_mean: sampled-token k3 estimator (Schulman 2020) on continuations sampled from the "
+    notes = {"sampled_exact": "kl_mean: exact KL from full next-token distributions along continuations sampled "
+                              "from the reference at temperature 1 (teacher-forced prefill path), one sequence each",
+             "forced": "kl_mean: exact KL from full next-token distributions on the reference's greedy continuation "
+                       "(teacher-forced prefill path)",
+             "sampled": "kl_mean: sampled-token k3 estimator (Schulman 2020) on continuations sampled from the "
                            "reference at temperature 1, teacher-forced on both endpoints (prefill path)"}
     if source is not None:
-        res.notes.append(notes[res.extra["kl_method"]])
+        res.notes.append(notes[source])
     else:
         res.notes.append("no kl_mean: neither full distributions nor sampled-token logprobs were measured; "
                          "kl_topk_lower is a lower bound on KL, not an estimate of it")
@@ -396,7 +419,8 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
         on_ref = frozenset(c.id for c in suite.cases if getattr(c, "continuation", None) is None)
         forced, decode = _forced(recs, case_ids, reference, ep, on_ref), _decode(recs, case_ids, reference, ep)
         sampled = _sampled(recs, case_ids, reference, ep)
-        paths = {"forced": forced, "decode": decode, "sampled": sampled}
+        paths = {"forced": forced, "decode": decode, "sampled": sampled,
+                 "sampled_exact": _sampled_exact(recs, case_ids, reference, ep)}
         for path, data in paths.items():  # planned vs measured, per path: a failed request never hides its case
             res.counts[f"{path}_cases_measured"] = data.cases
             res.counts[f"{path}_cases_failed"] = data.failed
@@ -420,7 +444,8 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
                                                                   method="median")
         if forced.topk_est:
             res.extra["topk_error_vs_exact"] = _topk_error_table(forced)
-        profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items() if p != "sampled"})
+        profile = make_profile({p: (d.cat("kl"), d.cat("same")) for p, d in have.items()
+                                if p in ("forced", "decode")})
         res.extra["profile"] = profile.model_dump()
         fp = match(profile, library, suite_hash=suite.manifest.content_hash, model_sha256=ref_sha,
                    served_model=ref_model)
