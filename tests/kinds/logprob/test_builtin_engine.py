@@ -49,11 +49,15 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
     same_r, int4_r, fp8_r = res["bf16-again"], res["int4"], res["fp8-kv"]
     for r in (same_r, int4_r, fp8_r):
         assert set(r.extra["paths"]["forced"]["methods"]) == {"exact"}
-    for r in (same_r, int4_r, fp8_r):  # kl_mean: exact distributions along the reference's sampled continuations
+    for r in (same_r, int4_r):  # kl_mean: exact distributions along the reference's sampled continuations
         assert r.extra["kl_method"] == "exact" and r.extra["kl_path"] == "sampled_exact"
         assert r.metrics["kl_mean"] == r.metrics["sampled_exact_kl_mean"]
         assert r.counts["sampled_exact_sequences"] == r.counts["sampled_sequences"] > 0
         assert r.metrics["kl_mean"].method.startswith("exact") and "decode_kl_mean" not in r.metrics
+    # FP8 KV is read back only when decoding: teacher-forced (prefill) KL is 0, the decode path's lower bound is
+    # not, so a prefill figure must not stand as kl_mean
+    assert fp8_r.metrics["sampled_exact_kl_mean"].value == pytest.approx(0.0, abs=1e-9)
+    assert "kl_mean" not in fp8_r.metrics and "kl_mean_withheld" in fp8_r.extra
     assert same_r.metrics["kl_mean"].value == pytest.approx(0.0, abs=1e-6)
     assert same_r.metrics["same_top"].value == 1.0
     assert int4_r.metrics["kl_mean"].value > 1e-5 and int4_r.metrics["kl_mean"].n > 20
@@ -62,7 +66,7 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
     assert fp8_r.metrics["kl_topk_lower"].value > 1e-6
     # the sampled-token k3 estimate rides along (a cross-check of the exact figure on sampled text)
     assert int4_r.metrics["sampled_kl_k3_mean"].value > 0 and int4_r.counts["sampled_sequences"] > 0
-    print(f"fp8-kv: exact KL {fp8_r.metrics['kl_mean'].value:.3e}, decode top-k lower bound "
+    print(f"fp8-kv: exact (prefill) KL {fp8_r.metrics['sampled_exact_kl_mean'].value:.3e}, decode top-k lower bound "
           f"{fp8_r.metrics['kl_topk_lower'].value:.3e}; "
           f"int4: exact KL {int4_r.metrics['kl_mean'].value:.3e}, sampled k3 "
           f"{int4_r.metrics['sampled_kl_k3_mean'].value:.3e}, "
@@ -126,3 +130,6 @@ def test_decode_path_keeps_the_first_divergent_position(checkpoint: Path, tmp_pa
     assert diverged > 0, "int4 decode weights should change some greedy output of a random checkpoint"
     assert res.counts["decode_positions"] == expected
     assert res.metrics["kl_topk_lower"].n == expected and res.metrics["kl_topk_lower"].value > 0
+    # decode-only quantization: prefill (teacher-forced) KL is exactly 0, so it is never reported as kl_mean
+    assert res.metrics["forced_kl_mean"].value == pytest.approx(0.0, abs=1e-9)
+    assert "kl_mean" not in res.metrics and "decode path" in res.extra["kl_mean_withheld"]

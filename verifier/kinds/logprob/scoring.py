@@ -337,7 +337,9 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
         kl_by_path[path] = st.kl_mean
         prefix = "" if path == headline else f"{path}_"
         for metric, iv in st.metrics().items():
-            if path == "sampled" and metric == "kl_mean":
+            if path == "sampled" and metric.startswith("kl_"):
+                if metric != "kl_mean":
+                    continue  # percentiles of per-token k3 terms are not percentiles of KL
                 metric = "kl_k3_mean"
             res.metrics[prefix + metric] = iv
         if path == "sampled":
@@ -352,6 +354,11 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
     # kl_mean: exact full distributions first, else sampled-token k3; never a top-k figure
     source = next((p for p in ("sampled_exact", "forced", "sampled") if p in have and have[p].unbiased), None)
     res.metrics.pop("kl_mean", None)
+    withheld = _prefill_contradicted(source, kl_by_path, res)
+    if withheld is not None:
+        res.extra["kl_mean_withheld"] = withheld
+        res.notes.append(withheld)
+        source = None
     if source is not None:
         res.metrics["kl_mean"] = kl_by_path[source]
         res.extra["kl_method"] = "sampled_k3" if source == "sampled" else "exact"
@@ -370,13 +377,39 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
                            "reference at temperature 1, teacher-forced on both endpoints (prefill path)"}
     if source is not None:
         res.notes.append(notes[source])
-    else:
+    elif withheld is None:
         res.notes.append("no kl_mean: neither full distributions nor sampled-token logprobs were measured; "
                          "kl_topk_lower is a lower bound on KL, not an estimate of it")
     if "decode" in have:
         res.notes.append("decode path (greedy generation, common prefix with the reference up to and including the "
                          "first divergence) has top-k logprobs only: kl_topk_lower is a lower bound; a decode-only "
                          "quantization is invisible to the teacher-forced (prefill) figures")
+
+
+#: The decode path's lower bound must exceed the teacher-forced KL by more than this (nats) to contradict it:
+#: BF16 twins differ by numerical noise of 1e-6..1e-4 on the decode path (see fingerprint.KL_FLOOR).
+DECODE_CONTRADICTION = 1e-4
+
+
+def _prefill_contradicted(source: str | None, kl_by_path: dict[str, Interval],
+                          res: EndpointSuiteResult) -> str | None:
+    """Why the teacher-forced ``kl_mean`` does not describe what this endpoint generates, or None.
+
+    Every unbiased path forces text through the *prefill* computation. A quantization applied only when decoding
+    (INT4 decode weights, an FP8 KV cache read back after prefill) leaves it untouched, so its exact KL can be 0
+    while generated tokens differ. When the decode path's guaranteed lower bound is above the forced figure's upper
+    end, the forced figure is not KL of the served tokens: it is kept under its path's name, never as kl_mean.
+    """
+    lower = res.metrics.get("kl_topk_lower")
+    if source is None or lower is None or lower.value is None or res.extra.get("headline_path") != "decode":
+        return None
+    forced = kl_by_path[source]
+    top = forced.high if forced.high is not None else forced.value
+    if top is None or lower.value <= top + DECODE_CONTRADICTION:
+        return None
+    return (f"kl_mean withheld: the decode path's top-k lower bound ({lower.value:.3g} nats) is above the "
+            f"teacher-forced (prefill) KL ({forced.value:.3g}, {source}): this endpoint differs when decoding, which "
+            "teacher forcing does not reach, and no unbiased decode-path KL exists over this API")
 
 
 def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
