@@ -69,6 +69,7 @@ class PathData:
     cand_lp: list[np.ndarray] = field(default_factory=list)
     same: list[np.ndarray] = field(default_factory=list)
     seq: list[np.ndarray] = field(default_factory=list)
+    case_ids: list[str] = field(default_factory=list)  # the case (or case/sample) of each entry of the lists
     methods: Counter = field(default_factory=Counter)
     misaligned: int = 0
     cases: int = 0
@@ -89,6 +90,7 @@ class PathData:
         self.cand_lp.append(cand_lp)
         self.same.append(same.astype(float))
         self.seq.append(np.full(kl.size, self.cases))
+        self.case_ids.append(case)
         self.methods[method] += 1
         self.cases += 1
 
@@ -354,7 +356,7 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
     # kl_mean: exact full distributions first, else sampled-token k3; never a top-k figure
     source = next((p for p in ("sampled_exact", "forced", "sampled") if p in have and have[p].unbiased), None)
     res.metrics.pop("kl_mean", None)
-    withheld = _prefill_contradicted(source, kl_by_path, res)
+    withheld = _prefill_contradicted(have) if source is not None else None
     if withheld is not None:
         res.extra["kl_mean_withheld"] = withheld
         res.notes.append(withheld)
@@ -391,24 +393,44 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
 DECODE_CONTRADICTION = 1e-4
 
 
-def _prefill_contradicted(source: str | None, kl_by_path: dict[str, Interval],
-                          res: EndpointSuiteResult) -> str | None:
-    """Why the teacher-forced ``kl_mean`` does not describe what this endpoint generates, or None.
+def decode_vs_forced(decode: PathData, forced: PathData) -> tuple[float, float, int] | None:
+    """(decode lower-bound mean, forced KL mean, positions) over the positions both paths measured on the same text.
+
+    The decode path covers the start of the reference's greedy continuation (common prefix + first divergence);
+    the forced path is teacher-forced on that whole continuation: its first positions are the same contexts.
+    """
+    f_by_case = dict(zip(forced.case_ids, forced.kl))
+    low_sum = kl_sum = 0.0
+    n = 0
+    for cid, low in zip(decode.case_ids, decode.lower):
+        f = f_by_case.get(cid)
+        if f is None or f.size < low.size:
+            continue
+        low_sum += float(low.sum())
+        kl_sum += float(f[:low.size].sum())
+        n += int(low.size)
+    return (low_sum / n, kl_sum / n, n) if n else None
+
+
+def _prefill_contradicted(have: dict[str, PathData]) -> str | None:
+    """Why a teacher-forced ``kl_mean`` does not describe what this endpoint generates, or None.
 
     Every unbiased path forces text through the *prefill* computation. A quantization applied only when decoding
     (INT4 decode weights, an FP8 KV cache read back after prefill) leaves it untouched, so its exact KL can be 0
-    while generated tokens differ. When the decode path's guaranteed lower bound is above the forced figure's upper
-    end, the forced figure is not KL of the served tokens: it is kept under its path's name, never as kl_mean.
+    while generated tokens differ. On the same positions, the decode path's guaranteed lower bound cannot exceed
+    the forced path's KL when both run the same computation (up to BF16 noise, ``DECODE_CONTRADICTION``); when it
+    does, the forced figure is not KL of the served tokens: it is kept under its path's name, never as kl_mean.
     """
-    lower = res.metrics.get("kl_topk_lower")
-    if source is None or lower is None or lower.value is None or res.extra.get("headline_path") != "decode":
+    if "decode" not in have or "forced" not in have:
         return None
-    forced = kl_by_path[source]
-    top = forced.high if forced.high is not None else forced.value
-    if top is None or lower.value <= top + DECODE_CONTRADICTION:
+    cmp = decode_vs_forced(have["decode"], have["forced"])
+    if cmp is None:
         return None
-    return (f"kl_mean withheld: the decode path's top-k lower bound ({lower.value:.3g} nats) is above the "
-            f"teacher-forced (prefill) KL ({forced.value:.3g}, {source}): this endpoint differs when decoding, which "
+    low, forced_kl, n = cmp
+    if low <= forced_kl + DECODE_CONTRADICTION:
+        return None
+    return (f"kl_mean withheld: on the same {n} positions the decode path's top-k lower bound ({low:.3g} nats) is "
+            f"above the teacher-forced (prefill) KL ({forced_kl:.3g}): this endpoint differs when decoding, which "
             "teacher forcing does not reach, and no unbiased decode-path KL exists over this API")
 
 
