@@ -10,6 +10,8 @@ written to ``suites/logprob/profiles.json``); a run then compares each candidate
 
 Distance = RMS difference over the features both profiles have (in decades of KL). The closest
 profile wins when its distance is under ``UNKNOWN_DISTANCE``; otherwise the verdict is ``unknown``.
+Naming a non-reference profile is a claim with an error rate: :mod:`verifier.kinds.logprob.fingerprint_null` gives
+each match a ``p_value`` (simulated A/A twins of the reference) and the measured false-alarm rate of "p <= alpha".
 A library measured on another model or suite version is not used (the verdict says so): the checkpoint's
 sha256 when the reference is the built-in engine, the model id the reference answered with otherwise.
 
