@@ -7,6 +7,7 @@ bar can fail: the old percentile cluster bootstrap, and a k3 interval that treat
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.special import log_softmax
 
 from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS, cluster_mean_interval
@@ -58,6 +59,7 @@ def _kl_at(p: np.ndarray, shift: np.ndarray, f: float) -> np.ndarray:
     return exact_kl(p, log_softmax(p + f * shift, axis=1))
 
 
+@pytest.mark.slow
 def test_sampled_k3_is_unbiased_and_its_interval_covers() -> None:
     """Each sample is a sequence whose tokens are drawn from p; the candidate's drift differs per sample (a sampled
     continuation lands where the candidate is more or less off), so tokens of one sequence are correlated."""
