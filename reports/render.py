@@ -79,7 +79,11 @@ GLOSSARY: dict[str, str] = {
     "task_success": "Share of long-horizon agent trials whose final environment state passes the scenario's check.",
     "pass^k": "Share of scenarios solved in all k repeated trials.",
     "step_validity": "Share of agent steps with a valid tool call.",
-    "kl_mean": "Mean per-token KL(reference || candidate), nats, on the reference's continuation (lower = closer).",
+    "kl_mean": "Mean per-token KL(reference || candidate), nats (lower = closer): exact from full distributions, "
+               "else the sampled-token k3 estimate on continuations sampled from the reference; never from top-k.",
+    "kl_topk_lower": "Lower bound on mean per-token KL from top-k logprobs (top-k misses the tail: the true KL can "
+                     "be several times higher).",
+    "kl_tail_mass": "Reference's probability mass outside its top-k logprobs: what a top-k KL bound cannot see.",
     "same_top": "Share of positions where the candidate's most likely token is the reference's.",
     "cache_hit_rate": "Cached prompt tokens over cacheable prompt tokens (first request of each session excluded).",
     "fingerprint": "The closest calibrated KL profile (bf16, fp8-kv, int4-decode, ...): which precision variant the "

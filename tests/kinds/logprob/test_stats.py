@@ -33,13 +33,20 @@ def test_definitions_by_hand() -> None:
 def test_interval_resamples_sequences_not_tokens() -> None:
     """Many tokens from few sequences with per-sequence offsets: a token bootstrap would be far too narrow."""
     rng = np.random.default_rng(1)
-    seq = np.repeat(np.arange(8), 500)
-    kl = rng.exponential(0.01, size=seq.size) + np.repeat(rng.exponential(0.05, 8), 500)
+    seq = np.repeat(np.arange(24), 200)
+    kl = rng.exponential(0.01, size=seq.size) + np.repeat(rng.exponential(0.05, 24), 200)
     st = kl_statistics(kl, seq)
     width = st.kl_mean.high - st.kl_mean.low
     token_se = kl.std() / math.sqrt(kl.size)
     assert width > 6 * token_se
     assert st.kl_mean.low <= kl.mean() <= st.kl_mean.high
+
+
+def test_few_sequences_get_no_interval() -> None:
+    """Below the minimum number of sequences the estimate stands alone: never a zero-width or too-narrow interval."""
+    seq = np.repeat(np.arange(5), 50)
+    st = kl_statistics(np.full(seq.size, 0.02), seq)
+    assert st.kl_mean.value == pytest.approx(0.02) and st.kl_mean.low is None and st.kl_mean.high is None
 
 
 def test_empty_and_nonfinite() -> None:

@@ -41,10 +41,16 @@ class ToyLM:
         lp = float(d[VOCAB.index(tok)]) if tok in VOCAB else -30.0
         return lp, [(VOCAB[i], float(d[i])) for i in order]
 
-    def generate(self, ctx: list[str], n: int) -> list[str]:
-        out = []
+    def generate(self, ctx: list[str], n: int, temperature: float = 0.0, seed: int | None = None) -> list[str]:
+        """Greedy, or sampled from the model's own distribution at ``temperature`` 1 (seeded, like the engine)."""
+        out: list[str] = []
+        rng = np.random.default_rng(seed)
         for _ in range(n):
-            tok = VOCAB[int(np.argmax(self.dist(ctx + out)))]
+            d = self.dist(ctx + out)
+            if temperature > 0:
+                tok = VOCAB[int(rng.choice(len(VOCAB), p=np.exp(d) / np.exp(d).sum()))]
+            else:
+                tok = VOCAB[int(np.argmax(d))]
             out.append(tok)
         return out
 
@@ -64,7 +70,7 @@ class ToyLM:
             return Reply(content="".join(gen), logprobs=lps)
         if ctx.path.endswith("/completions") and self.logprobs and "prompt_logprobs" not in body:
             prompt = _tokens(body["prompt"])
-            gen = self.generate(prompt, body.get("max_tokens", 16))
+            gen = self.generate(prompt, body.get("max_tokens", 16), body.get("temperature") or 0.0, body.get("seed"))
             toks = (prompt if body.get("echo") else []) + gen
             base = 0 if body.get("echo") else len(prompt)
             lp_list, tops = [], []

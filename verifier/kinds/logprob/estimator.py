@@ -257,3 +257,27 @@ def topk_kl(ref: TopK, cand: TopK, *, chunk_rows: int = CHUNK_ROWS, dtype: type 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(work, bounds))
     return TopKKL(kl=outs[0], lower=outs[1], ref_tail=outs[2], cand_tail=outs[3], overlap=outs[4])
+
+
+@dataclass(frozen=True)
+class SampledKL:
+    """Per-token terms of the sampled-token KL estimators (all float64 [N])."""
+
+    k1: np.ndarray  # log p(x) - log q(x): unbiased, high variance, can be negative
+    k3: np.ndarray  # (r - 1) - log r, r = q(x) / p(x): unbiased, never negative, lower variance
+
+
+def sampled_kl(ref_token_logprob: np.ndarray, cand_token_logprob: np.ndarray) -> SampledKL:
+    """Schulman's (2020, "Approximating KL Divergence") estimators of KL(p || q) at tokens x drawn from p.
+
+    Why it matters: an endpoint's top-k logprobs only bound KL from below, but the logprob both sides give a
+    token *sampled from the reference* is enough for an unbiased estimate: E_p[k1] = E_p[k3] = KL(p || q) at
+    each position, given the context, because E_p[r] = 1. The tokens must be sampled from the reference at
+    temperature 1 (the model's own distribution p); a greedy continuation would not do.
+    """
+    lp = np.asarray(ref_token_logprob, dtype=np.float64)
+    lq = np.asarray(cand_token_logprob, dtype=np.float64)
+    if lp.shape != lq.shape:
+        raise ValueError(f"sampled_kl: {lp.shape} reference vs {lq.shape} candidate token logprobs")
+    log_r = lq - lp
+    return SampledKL(k1=-log_r, k3=np.expm1(log_r) - log_r)

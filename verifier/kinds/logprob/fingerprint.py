@@ -10,6 +10,8 @@ written to ``suites/logprob/profiles.json``); a run then compares each candidate
 
 Distance = RMS difference over the features both profiles have (in decades of KL). The closest
 profile wins when its distance is under ``UNKNOWN_DISTANCE``; otherwise the verdict is ``unknown``.
+Naming a non-reference profile is a claim with an error rate: :mod:`verifier.kinds.logprob.fingerprint_null` gives
+each match a ``p_value`` (simulated A/A twins of the reference) and the measured false-alarm rate of "p <= alpha".
 A library measured on another model or suite version is not used (the verdict says so): the checkpoint's
 sha256 when the reference is the built-in engine, the model id the reference answered with otherwise.
 
@@ -84,6 +86,17 @@ class Fingerprint(BaseModel):
     indistinguishable_from: list[str] = Field(default_factory=list)  # profiles within AMBIGUOUS_MARGIN of the best
     threshold: float = UNKNOWN_DISTANCE
     reason: str | None = None
+    # error control (verifier.kinds.logprob.fingerprint_null): gap = distance to the reference profile minus the
+    # nearest other profile's; p_value = P(gap this large | the endpoint serves the reference variant), from
+    # simulated A/A twins; false_alarm_rate = how often "p_value <= alpha" names another profile on fresh A/A
+    # twins (worst noise setting), over false_alarm_n twins; margin_calibrated = the gap where p reaches alpha.
+    gap: float | None = None
+    p_value: float | None = None
+    false_alarm_rate: float | None = None
+    false_alarm_n: int | None = None
+    margin_calibrated: float | None = None
+    alpha: float | None = None
+    null_model: str | None = None
 
 
 def make_profile(paths: dict[str, tuple[np.ndarray, np.ndarray | None]]) -> KLProfile:

@@ -13,8 +13,13 @@ on; a case may also carry a fixed ``continuation``), then each endpoint is measu
   prefix only, and the first divergent position is reported. This is the ordinary-looking request,
   and the only one that sees a quantization applied only when decoding (e.g. INT4 decode weights).
 
-Headline metrics (``kl_mean`` ...) come from the forced path when both sides support one, else from
-the decode path; the other path's figures are kept with a ``decode_`` prefix. The method behind each
+* **sampled** (unbiased KL without full distributions): the reference samples ``kl_samples`` (default 3)
+  continuations per case at temperature 1 with fixed seeds (``/v1/completions``, variant ``sample<j>``), and
+  every endpoint is teacher-forced on each (echo + logprobs, variant ``forced_sample<j>``): the logprob each
+  side gives the sampled tokens is all the k3 estimator needs (``verifier.kinds.logprob.estimator.sampled_kl``).
+
+``kl_mean`` is reported only from exact distributions or the sampled path; top-k figures are lower bounds
+(``kl_topk_lower``, see :mod:`verifier.kinds.logprob.scoring`). The method behind each
 figure is in ``extra["method"]`` / ``extra["paths"]``. An endpoint without logprobs gets no KL metrics
 and a note saying so (never KL 0).
 
@@ -48,6 +53,7 @@ from verifier.kinds.logprob.tracks import (
     CASE_ERROR,
     PROBE_CASE,
     PROBE_FAILED,
+    SAMPLE_PREFIX,
     TOP_K,
     first_choice,
     generation_text,
@@ -64,6 +70,14 @@ BUILTIN_SUITES = {
     "logprob-smoke": "7 of them, for a quick check",
 }
 EXACT_KS = (5, 10, 20)
+# continuations sampled from the reference per case (run option kl_samples=N): 3 gives logprob-smoke's 7 cases
+# 21 sequences, above the 20 the KL interval needs (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
+KL_SAMPLES = 3
+
+
+def sample_seed(case_id: str, j: int) -> int:
+    """The seed of the reference's j-th sampled continuation of a case: fixed, so a rerun samples the same."""
+    return int.from_bytes(hashlib.sha256(f"{case_id}:{j}".encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
 class LogprobCase(BaseModel):
@@ -196,7 +210,8 @@ class LogprobKind:
                                   profiles_path=options.get("kl_profiles"))
 
     def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: RunContext) -> int:
-        return len(ctx.endpoints) * (1 + 3 * len(suite.cases))
+        samples = int(ctx.options.get("kl_samples", KL_SAMPLES))
+        return len(ctx.endpoints) * (1 + (3 + samples) * len(suite.cases)) + samples * len(suite.cases)
 
     # running -----------------------------------------------------------------------------------------------
     async def run(self, suite: LoadedLogprobSuite, ctx: RunContext) -> None:
@@ -313,6 +328,44 @@ class LogprobKind:
             self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_vllm",
                          extra={"method": "vllm_prompt_logprobs", "continuation": continuation, "top_k": top_k})
 
+        if probe.supported("completions_echo"):
+            await self._sampled(suite, case, ep, is_ref, prompt_text, probe, ctx)
+
+    async def _sampled(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str,
+                       probe: ProbeResult, ctx: RunContext) -> None:
+        """Sampled-token path: the reference samples at temperature 1 (seeded); every endpoint is forced on it."""
+        client = ctx.clients[ep]
+        done = ctx.store.done_keys()
+        for j in range(int(ctx.options.get("kl_samples", KL_SAMPLES))):
+            variant = f"{SAMPLE_PREFIX}{j}"
+            if is_ref and (suite, case.id, ep, 0, None, variant) not in done:
+                ex = await client.completions({"prompt": prompt_text, "max_tokens": case.max_tokens,
+                                               "temperature": 1.0, "top_p": 1.0, "seed": sample_seed(case.id, j),
+                                               "logprobs": 1})
+                self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant,
+                             extra={"api": "completions", "method": "sample", "seed": sample_seed(case.id, j)})
+            sample = self._find(ctx, suite, case.id, ctx.reference, variant)
+            if sample is None or not sample.ok:
+                continue
+            try:
+                continuation = generation_text(sample)
+            except LogprobFormatError:
+                continuation = first_choice(sample).get("text") or ""
+            if not continuation:
+                continue
+            if probe.supported("exact") and (suite, case.id, ep, 0, None, f"exact_{variant}") not in done:
+                # full distributions along the sampled text: exact per-position KL, one sequence per sample
+                await self._exact(suite, case, ep, is_ref, prompt_text, prompt_text + continuation, ctx,
+                                  variant=f"exact_{variant}")
+            if (suite, case.id, ep, 0, None, f"forced_{variant}") in done:
+                continue
+            mt = probe.methods["completions_echo"].max_tokens or 0
+            ex = await client.completions({"prompt": prompt_text + continuation, "max_tokens": mt, "echo": True,
+                                           "logprobs": 1, "temperature": 0})
+            self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=f"forced_{variant}",
+                         extra={"method": "sampled_k3", "generated_tokens": mt, "continuation": continuation,
+                                "top_k": 1})
+
     def _template(self, ctx: RunContext) -> Any:
         """The reference model's tokenizer + chat template when known (shipped model, or --option tokenizer=DIR)."""
         if not hasattr(self, "_tok_cache"):
@@ -329,23 +382,24 @@ class LogprobKind:
         return self._tok_cache[key]
 
     async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str, text: str,
-                     ctx: RunContext) -> None:
+                     ctx: RunContext, variant: str = "forced_exact") -> None:
         """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
         client = ctx.clients[ep]
         # suite name and case id are data: encoded, and checked to stay inside the run folder (verifier.run.paths)
-        ref_file = inside_run(Path(ctx.run_dir), "kl_exact", suite, case.id, suffix=".npz")
+        ref_file = inside_run(Path(ctx.run_dir), "kl_exact", suite, case.id,
+                              suffix=".npz" if variant == "forced_exact" else f".{variant}.npz")
         ref_file.parent.mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {"method": "exact"}
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
                                                                          "start": 1})
             if head is None or not ex0.ok:
-                self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+                self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
                 return
             status, data, ex = await client.post_json("/x/distributions", {"prompt": text, "prompt_token_ids": None,
                                                                              "start": 1})
             if data is None or not ex.ok:
-                self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+                self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
                 return
             try:
                 ids = _token_ids(data)
@@ -355,7 +409,7 @@ class LogprobKind:
                 if not isinstance(vocab, int):
                     raise DistributionsReplyError("distributions reply: 'vocab_size' missing or not an integer")
             except DistributionsReplyError as e:
-                self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact",
+                self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant=variant,
                              extra=extra)
                 return
             start = 0
@@ -366,7 +420,7 @@ class LogprobKind:
             np.savez_compressed(ref_file, logprobs=rows, token_ids=np.asarray(ids), start=start)
             extra.update(start=start, n_tokens=len(ids), vocab_size=vocab)
             ex.response = {"omitted": "full distributions stored in kl_exact/"}
-            self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+            self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
             return
         if not ref_file.is_file():
             return  # the reference has no exact distributions for this case (not built-in, or it failed)
@@ -395,7 +449,7 @@ class LogprobKind:
                     extra[f"kl_top{k}"] = est.kl.tolist()
                     extra[f"kl_top{k}_lower"] = est.lower.tolist()
             ex.response = {"omitted": "full distributions not stored for candidates"}
-        self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant="forced_exact", extra=extra)
+        self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
 
     # scoring -----------------------------------------------------------------------------------------------
     def score(self, suite: LoadedLogprobSuite, records: list[ExchangeRecord], reference: str,

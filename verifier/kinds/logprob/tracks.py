@@ -21,6 +21,7 @@ TOP_K = 20  # top-k log-probabilities asked of every endpoint
 PROBE_CASE = "_probe"
 PROBE_FAILED = "probe_failed"  # variant prefix of a probe that met provider faults (never reused on resume)
 CASE_ERROR = "case_error"  # variant of the record left by an exception while measuring one case
+SAMPLE_PREFIX = "sample"  # reference's sampled continuation j: variant "sample<j>"; forced on each: "forced_sample<j>"
 
 
 
