@@ -21,7 +21,8 @@ import typer
 from rich.console import Console
 
 from verifier import history as history_store
-from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
+from verifier.cli.compose import Publish, merge_and_publish, plan_cost, render, run_and_publish
+from verifier.cli.cost_table import cost_plan_table, source_lines
 from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
@@ -94,6 +95,11 @@ def run(
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
+    budget: float | None = typer.Option(None, "--budget", min=0.0,
+                                           help="USD the whole run may spend (priced endpoints); it stops "
+                                                "sending at the cap and can be resumed with a higher --budget."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Send nothing: print what the run would send and cost "
+                                                          "per endpoint and suite, and write plan.json in --out."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -132,7 +138,12 @@ def run(
         options[key.strip()] = _option_value(raw)
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
-                           display_progress=False if quiet else None, shard=shard)
+                           display_progress=False if quiet else None, shard=shard, budget=budget)
+    if dry_run:
+        if resume is not None:
+            _fail("--dry-run plans a new run; it cannot be combined with --resume", 2)
+        _dry_run(settings, Publish(history=not no_history, db=db))
+        return
     try:
         outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:
@@ -154,6 +165,23 @@ def run(
         for line in outcome.problems[:-1]:
             print(f"error: {line}", file=sys.stderr)
         _fail(outcome.problems[-1], 3)
+
+
+def _dry_run(settings: RunSettings, publish_to: Publish) -> None:
+    """Print the cost plan (``verifier.run.dry_run``) as a table; nothing is sent."""
+    try:
+        run_dir, plan, warnings = plan_cost(settings, publish_to)
+    except InputError as e:
+        _fail(str(e), 2)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    _out.print(cost_plan_table(plan))
+    for line in source_lines(plan):
+        _out.print(line, markup=False)
+    for note in plan.notes:
+        _out.print(f"note: {note}", markup=False)
+    _out.print(f"plan: {run_dir / 'plan.json'}  (expected ${plan.usd:.4f}, at most ${plan.usd_high:.4f})",
+               markup=False)
 
 
 def merge(

@@ -48,8 +48,15 @@ from verifier.http.parse import (
     _StreamAccumulator,
     _usage_dict,
 )
+from verifier.http.spend import (
+    EndpointLedger,
+    prompt_token_bound,
+    request_max_tokens,
+    settled_usd,
+    worst_case_usd,
+)
 from verifier.http.stack import HttpStack, MalformedHTTP
-from verifier.records import EndpointConfig, Exchange
+from verifier.records import BUDGET_REFUSED, EndpointConfig, Exchange
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 #: Error classes the retry policy tries again (up to ``max_attempts``).
@@ -123,11 +130,15 @@ class EndpointClient:
     ``library_transport``: httpx on aiohttp (default); httpx's own transport when False or a proxy applies.
     ``backoff_base``/``backoff_cap``: exponential backoff with full jitter, ``uniform(0, min(cap, base * 2**n))``;
     a Retry-After header sets a floor under that sleep.
+    ``ledger``: the run's budget for this endpoint (:mod:`verifier.http.spend`): every chat / completions attempt
+    reserves its worst case first and is not sent when that would pass a cap.
     """
 
     def __init__(self, config: EndpointConfig, *, api_key: str | None = None, backoff_base: float = 0.5,
-                 backoff_cap: float = 30.0, rng: random.Random | None = None, library_transport: bool = True) -> None:
+                 backoff_cap: float = 30.0, rng: random.Random | None = None, library_transport: bool = True,
+                 ledger: EndpointLedger | None = None) -> None:
         self.config = config
+        self.ledger = ledger
         self._library_transport = library_transport
         if api_key is None and config.api_key_env:
             api_key = os.environ.get(config.api_key_env) or None
@@ -284,9 +295,20 @@ class EndpointClient:
         if url is None:  # parse each endpoint URL once: httpx re-parses strings on every request
             url = self._urls[path] = httpx.URL(self._base + path)
         retried: list[int] = []
+        retried_usage: list[dict] = []
         attempts = 0
         max_attempts = max(1, self.config.max_attempts)
+        ledger = self.ledger if path in ("/chat/completions", "/completions") else None
+        worst = (worst_case_usd(prompt_token_bound(payload), request_max_tokens(body), ledger.price)
+                 if ledger is not None else 0.0)
+        charged = 0.0
         while True:
+            reservation = ledger.reserve(worst) if ledger is not None else None
+            if ledger is not None and reservation is None:
+                if attempts == 0:  # nothing was sent: not a measurement (the store keeps no record of it)
+                    return Exchange(request_hash=rhash, attempts=0, stream=stream, error_class=BUDGET_REFUSED,
+                                    error_message="not sent: the budget would be passed", charged_usd=0.0)
+                break  # a retry the budget cannot cover: the last attempt's outcome stands
             attempts += 1
             if self._throttle is not None:
                 async with self._throttle:
@@ -295,15 +317,25 @@ class EndpointClient:
                 t0 = time.perf_counter()
                 ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0)
                 ex["latency_s"] = time.perf_counter() - t0
+            if ledger is not None and reservation is not None:
+                amount = settled_usd(ex, worst, ledger.price)
+                ledger.settle(reservation, amount)
+                charged += amount
             err = ex.get("error_class")
             if err not in RETRYABLE_ERRORS or attempts >= max_attempts:
                 break
             # the HTTP status that caused the retry; 0 for transport failures (timeout, connection, broken stream)
             retried.append((ex.get("status") or 0) if err in ("rate_limited", "server_error") else 0)
+            if isinstance(ex.get("usage"), dict):  # a retried attempt that reports usage may have been billed
+                retried_usage.append(ex["usage"])
             await asyncio.sleep(self._backoff(attempts, retry_after))
         ex.setdefault("wire_issues", [])
         fields = {"request_hash": rhash, "attempts": attempts, "retried_statuses": retried, "stream": stream,
                   **_exchange_defaults(ex)}
+        if retried_usage:
+            fields["retried_usage"] = retried_usage
+        if ledger is not None:
+            fields["charged_usd"] = charged
         if chat:
             _store_once(fields)
         if redaction.secrets_registered():
