@@ -107,6 +107,10 @@ def test_cost_is_reported_usage_times_price_exactly_with_cached_tokens(tmp_path,
     assert total == provider.tokens  # the provider's own tally of tokens, to the token
     assert usd == pytest.approx(provider.usd, rel=1e-12, abs=0)
     assert provider.tokens["cached"] > 0 and s.endpoints[0].price.cached_input == 0.15
+    # the report: a cost row in the verdict table and a cost table in the run details, each with its denominator
+    html = (out / "report.html").read_text()
+    assert '<tr class="costrow">' in html and f"${s.cost['cand'].usd:.4f}" in html
+    assert f"{s.cost['cand'].without_usage} of 20 replies reported no usage" in html
 
 
 def test_unknown_price_key_is_one_line_naming_file_and_field(tmp_path):
@@ -178,3 +182,24 @@ def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_
     s = RunSummary.read(out)
     assert s.stopped is None and s.settings["budget"] == 1
     assert sum(c.usd for c in s.cost.values()) == pytest.approx(provider.usd, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_dry_run_after_one_indexed_run_is_within_30_percent_of_the_next_runs_cost(tmp_path):
+    """Built-in engine (its own tokenizer counts the prompts), small --limit: index one run, plan, run again."""
+    cfg = tmp_path / "e.toml"
+    cfg.write_text('[endpoints.tiny]\nbase_url = "builtin:tiny"\n'
+                   "price = { input = 0.60, output = 2.50, cached_input = 0.15 }\n")
+    db = tmp_path / "h.sqlite"
+    common = ["--config", str(cfg), "--suite", "toolcall-core", "--limit", "6", "-q"]
+    res = invoke(["run", *common, "--out", str(tmp_path / "first"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    res = invoke(["run", *common, "--dry-run", "--out", str(tmp_path / "plan"), "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    assert "tokenizer verifier-tiny" in res.output and "history: mean of" in res.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    res = invoke(["run", *common, "--out", str(tmp_path / "second"), "--no-history"])
+    assert res.exit_code == 0, res.output
+    actual = RunSummary.read(tmp_path / "second").cost["tiny"].usd
+    assert actual > 0 and abs(plan["usd"] - actual) <= 0.30 * actual
+    assert plan["usd_high"] >= actual
