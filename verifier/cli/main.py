@@ -22,7 +22,7 @@ from rich.console import Console
 
 from verifier import history as history_store
 from verifier.cli.compose import Publish, merge_and_publish, plan_cost, render, run_and_publish
-from verifier.cli.cost_table import cost_plan_table, source_lines
+from verifier.cli.cost_table import cost_plan_tables, source_lines
 from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
@@ -175,7 +175,9 @@ def _dry_run(settings: RunSettings, publish_to: Publish) -> None:
         _fail(str(e), 2)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    _out.print(cost_plan_table(plan))
+    _out.print("verifier run --dry-run: nothing was sent", markup=False)
+    for table in cost_plan_tables(plan):
+        _out.print(table)
     for line in source_lines(plan):
         _out.print(line, markup=False)
     for note in plan.notes:
