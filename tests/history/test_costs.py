@@ -6,6 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from reports.dashboard import render_dashboard
 from tests.report.fixtures import make_summary
 from verifier.history import SCHEMA_VERSION, cost_means, index_summary, load_costs, load_frame
@@ -37,6 +39,7 @@ def _v2_file(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_version_2_file_migrates_to_costs_keeping_rows_and_cost_reads_back(tmp_path: Path) -> None:
     db = _v2_file(tmp_path)
     before = len(load_frame(db, basis=None))

@@ -28,7 +28,9 @@ class BillingProvider:
     """A responder that reports usage derived from the request (some prompt tokens cached, some replies without
     usage) and keeps the provider's own bill: tokens and USD of every reply it sent."""
 
-    def __init__(self, *, no_usage_every: int = 0) -> None:
+    def __init__(self, *, no_usage_every: int = 0, delay_s: float = 0.0, worst_case: bool = False) -> None:
+        self.delay_s = delay_s
+        self.worst_case = worst_case  # bill every byte of the body as a prompt token and every reply at max_tokens
         self.lock = threading.Lock()
         self.tokens = Counter()
         self.usd = 0.0
@@ -37,10 +39,14 @@ class BillingProvider:
 
     def __call__(self, body: dict, ctx: RequestContext) -> Reply:
         reply = schema_responder(body, ctx)
+        reply.delay_s = self.delay_s  # replies overlap: many reservations are open at once
         size = len(json.dumps(body))
         prompt = size // 3
         cached = (prompt // 2) if int(ctx.body_hash[:2], 16) % 2 else 0
         completion = min(int(body.get("max_tokens") or 64), 5 + int(ctx.body_hash[2:4], 16) % 40)
+        if self.worst_case:
+            prompt, cached = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()), 0
+            completion = int(body["max_tokens"])
         with self.lock:
             self.n += 1
             if self.no_usage_every and self.n % self.no_usage_every == 0:
@@ -153,12 +159,13 @@ def test_dry_run_sends_nothing_writes_the_plan_and_bounds_the_real_cost(tmp_path
     assert 0 < actual <= plan["usd_high"] and provider.usd <= plan["usd_high"]
 
 
+@pytest.mark.slow
 def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_exactly(tmp_path, scripted_server):
-    provider = BillingProvider()
+    provider = BillingProvider(delay_s=0.05, worst_case=True)
     srv = scripted_server(provider)
     suite = _suite(tmp_path, 60)
     cfg = _config(tmp_path, srv.base_url, concurrency=32)
-    budget = 0.02  # about a third of what the 120 requests cost at their max_tokens reservations
+    budget = 0.08  # about a third of what the 120 requests cost when each is billed at its worst case
     out = tmp_path / "run"
     res = invoke(["run", "--config", str(cfg), "--suite", str(suite), "--budget", str(budget), "--out", str(out),
                   "--no-history", "-q"])
@@ -172,6 +179,7 @@ def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_
     assert 0 < len(recs) < 120 and len(recs) + s.stopped.refused == 120
     assert srv.request_count - 2 == len(recs)  # two GET /models; every chat request sent is recorded
     assert all(r.ok for r in recs) and s.verdicts  # verdicts on what was measured
+    assert s.settings["progress"]["exchanges"] == len(recs) and s.settings["progress"]["errors"] == 0
     # resume with a budget that covers the rest: every exchange once, none sent twice, nothing stopped
     sent_before = srv.request_count
     res = invoke(["run", "--resume", str(out), "--config", str(cfg), "--budget", "1", "--no-history", "-q"])

@@ -228,6 +228,13 @@ def _print_summary(outcome: Any) -> None:
                 shown.append(f"{key}={iv.value:.3f} [{_fmt(iv.low)}, {_fmt(iv.high)}] n={iv.n}")
         tag = " (reference)" if r.is_reference else ""
         _out.print(f"  {r.suite} / {r.endpoint}{tag}: " + ("; ".join(shown) or "no headline metric"), markup=False)
+    for name, c in s.cost.items():
+        usd = "no price" if c.usd is None else f"${c.usd:.4f}"
+        _out.print(f"  cost {name}: {usd} ({c.requests} requests, {c.with_usage} reported usage; prompt "
+                   f"{c.prompt_tokens} incl. {c.cached_tokens} cached, completion {c.completion_tokens})", markup=False)
+    if s.stopped is not None and s.stopped.reason == "budget":
+        _out.print(f"STOPPED by budget: {s.stopped.refused} requests not sent; continue with verifier run --resume "
+                   f"{outcome.run_dir} --budget USD", markup=False)
     for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
         _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"

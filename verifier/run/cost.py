@@ -17,7 +17,7 @@ from verifier.run.summary import EndpointCost, EndpointInfo, StopInfo, TokenCost
 _EXAMPLES = 10
 
 
-def _add(target: TokenCost, usage: Usage, price: Price | None) -> bool:
+def _add(target: TokenCost, usage: Usage) -> bool:
     """Add one reported usage to ``target``; False when the usage holds no token count."""
     if usage.prompt_tokens is None and usage.completion_tokens is None:
         return False
@@ -25,9 +25,15 @@ def _add(target: TokenCost, usage: Usage, price: Price | None) -> bool:
     target.prompt_tokens += usage.prompt_tokens or 0
     target.completion_tokens += usage.completion_tokens or 0
     target.cached_tokens += min(usage.cached_tokens or 0, usage.prompt_tokens or 0)
-    if price is not None:
-        target.usd = (target.usd or 0.0) + (usd(usage, price) or 0.0)
     return True
+
+
+def _priced(target: TokenCost, price: Price | None) -> None:
+    """USD of the summed tokens: the formula is linear, so pricing the sums equals summing the prices, and the
+    figure does not depend on the order records were read in (a merged run equals the whole run, bit for bit)."""
+    if price is not None:
+        target.usd = usd(Usage(prompt_tokens=target.prompt_tokens, completion_tokens=target.completion_tokens,
+                               cached_tokens=target.cached_tokens), price) or 0.0
 
 
 def run_cost(records: Iterable[ExchangeRecord], endpoints: list[EndpointInfo]) -> dict[str, EndpointCost]:
@@ -36,30 +42,32 @@ def run_cost(records: Iterable[ExchangeRecord], endpoints: list[EndpointInfo]) -
     Retried attempts count where their usage was reported (``retried_usage``); a 2xx reply without usage is
     counted and named, never guessed. USD is exact arithmetic on the reported integers (no rounding here).
     """
-    prices = {e.name: e.price for e in endpoints}
-    out = {e.name: EndpointCost(price=e.price, usd=0.0 if e.price else None) for e in endpoints}
+    out = {e.name: EndpointCost(price=e.price) for e in endpoints}
     for r in records:
         cost = out.get(r.endpoint)
         if cost is None:
             continue
-        price = prices[r.endpoint]
-        suite = cost.suites.setdefault(r.suite, TokenCost(usd=0.0 if price else None))
+        suite = cost.suites.setdefault(r.suite, TokenCost())
         cost.requests += 1
         suite.requests += 1
         if r.charged_usd is not None:
             cost.charged_usd = (cost.charged_usd or 0.0) + r.charged_usd
         for extra in r.retried_usage:
-            if _add(cost, extra, price):
-                _add(suite, extra, price)
+            if _add(cost, extra):
+                _add(suite, extra)
                 cost.with_usage -= 1  # a retried attempt is not another request: only its tokens count
                 suite.with_usage -= 1
                 cost.retried_billed += 1
-        if _add(cost, r.usage, price):
-            _add(suite, r.usage, price)
+        if _add(cost, r.usage):
+            _add(suite, r.usage)
         elif r.ok:
             cost.without_usage += 1
-            if len(cost.without_usage_examples) < _EXAMPLES:
-                cost.without_usage_examples.append(f"{r.suite}/{r.case_id}")
+            cost.without_usage_examples.append(f"{r.suite}/{r.case_id}")
+    for c in out.values():  # the same few, whatever order the records arrived in (a merged run equals a whole one)
+        c.without_usage_examples = sorted(set(c.without_usage_examples))[:_EXAMPLES]
+        _priced(c, c.price)
+        for part in c.suites.values():
+            _priced(part, c.price)
     return {name: c for name, c in out.items() if c.requests}
 
 

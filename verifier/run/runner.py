@@ -246,7 +246,9 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget),
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done, "errors": progress.errors,
+            # a request the budget refused was counted as a failed exchange by its kind, but it was never sent
+            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - store.refused_by_budget,
+                                                             "errors": progress.errors - store.refused_by_budget,
                                                              "retries": progress.retries,
                                                              "resumed": progress.resumed}})
     return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
