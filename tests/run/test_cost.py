@@ -19,6 +19,7 @@ from verifier.records import ExchangeRecord
 from verifier.run.summary import RunSummary
 from verifier.testing import Reply, schema_responder
 from verifier.testing.replies import RequestContext
+from verifier.testing.scripted_server import stream_events
 
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
 PRICE = {"input": 0.60, "output": 2.50, "cached_input": 0.15}
@@ -28,8 +29,10 @@ class BillingProvider:
     """A responder that reports usage derived from the request (some prompt tokens cached, some replies without
     usage) and keeps the provider's own bill: tokens and USD of every reply it sent."""
 
-    def __init__(self, *, no_usage_every: int = 0, delay_s: float = 0.0, worst_case: bool = False) -> None:
+    def __init__(self, *, no_usage_every: int = 0, delay_s: float = 0.0, worst_case: bool = False,
+                 break_first_stream: bool = False) -> None:
         self.delay_s = delay_s
+        self.break_first_stream = break_first_stream  # first attempt: usage sent, then the stream ends without [DONE]
         self.worst_case = worst_case  # bill every byte of the body as a prompt token and every reply at max_tokens
         self.lock = threading.Lock()
         self.tokens = Counter()
@@ -57,6 +60,9 @@ class BillingProvider:
                          + completion * PRICE["output"]) / 1e6
         reply.usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                        "prompt_tokens_details": {"cached_tokens": cached}}
+        if self.break_first_stream and ctx.attempt == 1 and body.get("stream"):
+            events = stream_events(reply, body, "chatcmpl-broken")  # the usage chunk included, then the cut
+            reply.raw_events, reply.truncate_after_chunks = [*events, "{}"], len(events)
         return reply
 
 
@@ -67,13 +73,15 @@ def _suite(tmp_path: Path, n: int) -> Path:
 
 
 def _config(tmp_path: Path, url: str, *, price: bool = True, budget: float | None = None,
-            concurrency: int = 8) -> Path:
+            concurrency: int = 8, tag_bodies: bool = False) -> Path:
     p = tmp_path / "endpoints.toml"
     lines = []
     for name in ("ref", "cand"):
         lines += [f"[endpoints.{name}]", f'base_url = "{url}"', f"concurrency = {concurrency}"]
         if price:
             lines.append("price = { input = 0.60, output = 2.50, cached_input = 0.15 }")
+        if tag_bodies:  # each endpoint's bodies differ, so the server counts each one's attempts apart
+            lines.append(f'extra_body = {{ user = "{name}" }}')
         if budget is not None and name == "cand":
             lines.append(f"budget = {budget}")
     p.write_text("\n".join(lines) + "\n")
@@ -117,6 +125,25 @@ def test_cost_is_reported_usage_times_price_exactly_with_cached_tokens(tmp_path,
     html = (out / "report.html").read_text()
     assert '<tr class="costrow">' in html and f"${s.cost['cand'].usd:.4f}" in html
     assert f"{s.cost['cand'].without_usage} of 20 replies reported no usage" in html
+
+
+def test_a_retried_attempt_that_reported_usage_is_billed(tmp_path, scripted_server):
+    """A stream that sent its usage and then broke (no [DONE]) is retried; the provider billed both attempts."""
+    provider = BillingProvider(break_first_stream=True)
+    srv = scripted_server(provider)
+    out = tmp_path / "run"
+    res = invoke(["run", "--config", str(_config(tmp_path, srv.base_url, tag_bodies=True)),
+                  "--suite", str(_suite(tmp_path, 6)), "--stream", "--out", str(out), "--no-history", "-q"])
+    assert res.exit_code == 0, res.output
+    recs = _records(out)
+    assert all(r.ok and r.attempts == 2 and len(r.retried_usage) == 1 for r in recs)
+    s = RunSummary.read(out)
+    assert all(c.retried_billed == c.requests == 6 and c.with_usage == 6 for c in s.cost.values())
+    tokens = Counter()
+    for c in s.cost.values():
+        tokens.update(prompt=c.prompt_tokens, cached=c.cached_tokens, completion=c.completion_tokens)
+    assert tokens == provider.tokens  # both attempts, as billed
+    assert sum(c.usd for c in s.cost.values()) == pytest.approx(provider.usd, rel=1e-12)
 
 
 def test_unknown_price_key_is_one_line_naming_file_and_field(tmp_path):

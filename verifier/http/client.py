@@ -381,10 +381,11 @@ class EndpointClient:
             return {"status": state["status"], "error_class": "protocol_error", "error_message": _message(e)}, None
         except (httpx.ConnectError, httpx.NetworkError, httpx.RemoteProtocolError) as e:
             cls = "broken_stream" if stream and state["status"] is not None else "connection"
-            return {"status": state["status"], "error_class": cls, "error_message": _message(e)}, None
+            return {"status": state["status"], "error_class": cls, "error_message": _message(e),
+                    **_partial_usage(state)}, None
         except _BrokenStream as e:
             return {"status": 200, "error_class": "broken_stream",
-                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT), **_partial_usage(state)}, None
         except ResponseTooLarge as e:
             return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
         except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
@@ -476,7 +477,7 @@ class EndpointClient:
             state["status"] = r.status_code
             if r.status_code >= 300:
                 return await self._error_reply(r)
-            acc = _StreamAccumulator()
+            acc = state["acc"] = _StreamAccumulator()  # kept: a stream that breaks may have reported usage
             capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
                 if acc.feed(sse.data, time.perf_counter() - t0):
@@ -486,6 +487,12 @@ class EndpointClient:
             return acc.result(r.status_code)
         finally:
             await r.aclose()
+
+
+def _partial_usage(state: dict[str, Any]) -> dict[str, Any]:
+    """``{"usage": ...}`` when a stream that broke had already reported usage (the provider billed it), else {}."""
+    usage = getattr(state.get("acc"), "usage", None)
+    return {"usage": _usage_dict(usage)} if isinstance(usage, dict) else {}
 
 
 def _message(e: BaseException) -> str:
