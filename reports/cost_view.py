@@ -46,7 +46,10 @@ def _cell(name: str, c: EndpointCost) -> CostCell:
         cached = c.price.cached_input if c.price.cached_input is not None else c.price.input
         price = f"${c.price.input:g} in / ${cached:g} cached / ${c.price.output:g} out per 1M tokens"
     retried = f"; {c.retried_billed} retried attempts billed" if c.retried_billed else ""
-    return CostCell(endpoint=name, usd=_usd(c.usd), basis=f"{c.requests} requests, {c.with_usage} reported usage"
+    shown = _usd(c.usd)
+    if c.usd is not None and c.plan_usd is not None:
+        shown += f" of a {_usd(c.plan_usd)} plan"
+    return CostCell(endpoint=name, usd=shown, basis=f"{c.requests} requests, {c.with_usage} reported usage"
                     + retried, tokens=f"prompt {c.prompt_tokens:,} (cached {c.cached_tokens:,}), "
                     f"completion {c.completion_tokens:,}", without_usage=without, price=price)
 

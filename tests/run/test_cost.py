@@ -229,12 +229,17 @@ def test_dry_run_after_one_indexed_run_is_within_30_percent_of_the_next_runs_cos
     common = ["--config", str(cfg), "--suite", "toolcall-core", "--limit", "6", "-q"]
     res = invoke(["run", *common, "--out", str(tmp_path / "first"), "--db", str(db)])
     assert res.exit_code == 0, res.output
-    res = invoke(["run", *common, "--dry-run", "--out", str(tmp_path / "plan"), "--db", str(db)])
+    second = tmp_path / "second"
+    res = invoke(["run", *common, "--dry-run", "--out", str(second), "--db", str(db)])
     assert res.exit_code == 0, res.output
     assert "tokenizer verifier-tiny" in res.output and "history: mean of" in res.output
-    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
-    res = invoke(["run", *common, "--out", str(tmp_path / "second"), "--no-history"])
+    plan = json.loads((second / "plan.json").read_text())
+    # the planned run may use the plan's folder; its summary and report then set the cost beside the plan
+    res = invoke(["run", *common, "--out", str(second), "--no-history"])
     assert res.exit_code == 0, res.output
-    actual = RunSummary.read(tmp_path / "second").cost["tiny"].usd
+    cost = RunSummary.read(second).cost["tiny"]
+    actual = cost.usd
     assert actual > 0 and abs(plan["usd"] - actual) <= 0.30 * actual
     assert plan["usd_high"] >= actual
+    assert cost.plan_usd == plan["endpoints"]["tiny"]["usd"]
+    assert f"${actual:.4f} of a ${plan['usd']:.4f} plan" in (second / "report.html").read_text()

@@ -8,13 +8,17 @@ the same code, and the figures can be recomputed from ``records.jsonl`` by anyon
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 
 from verifier.http.spend import Cap, EndpointLedger, usd
 from verifier.records import ExchangeRecord, Price, Usage
 from verifier.run.summary import EndpointCost, EndpointInfo, StopInfo, TokenCost
 
 _EXAMPLES = 10
+#: ``verifier run --dry-run --out DIR`` writes its plan here; a run in the same folder sets its cost beside it
+PLAN_NAME = "plan.json"
 
 
 def _add(target: TokenCost, usage: Usage) -> bool:
@@ -69,6 +73,22 @@ def run_cost(records: Iterable[ExchangeRecord], endpoints: list[EndpointInfo]) -
         for part in c.suites.values():
             _priced(part, c.price)
     return {name: c for name, c in out.items() if c.requests}
+
+
+def with_plan(cost: dict[str, EndpointCost], plan_path: Path) -> dict[str, EndpointCost]:
+    """Each endpoint's planned USD (``plan_usd``, ``plan_usd_high``) from a dry run's ``plan.json`` in the run folder,
+    so the report can say "$0.41 of a $2.10 plan"; the cost unchanged when there is none (or it cannot be read)."""
+    try:
+        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        planned = plan["endpoints"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return cost
+    for name, c in cost.items():
+        entry = planned.get(name) if isinstance(planned, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("usd"), (int, float)):
+            c.plan_usd = float(entry["usd"])
+            c.plan_usd_high = float(entry["usd_high"]) if isinstance(entry.get("usd_high"), (int, float)) else None
+    return cost
 
 
 def budget_stop(ledgers: dict[str, EndpointLedger], refused_not_recorded: int) -> StopInfo | None:

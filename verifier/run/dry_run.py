@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from verifier.http.client import wire_json
 from verifier.http.spend import prompt_token_bound, worst_case_usd
 from verifier.records import Price
+from verifier.run.cost import PLAN_NAME
 from verifier.run.progress import Progress
 from verifier.run.protocol import RunContext
 from verifier.run.request_plan import PlannedRequest
@@ -197,5 +198,5 @@ def dry_run(settings: RunSettings, history: HistoryLookup | None = None) -> tupl
                 notes.append(f"endpoint '{e.name}' has no price: its usd is 0 (give it price = {{ input, output }})")
         result = CostPlan(endpoints=endpoints, usd=sum(p.usd for p in endpoints.values()),
                           usd_high=sum(p.usd_high for p in endpoints.values()), rows=rows, notes=notes)
-        (plan.run_dir / "plan.json").write_text(result.model_dump_json(indent=2) + "\n")
+        (plan.run_dir / PLAN_NAME).write_text(result.model_dump_json(indent=2) + "\n")
         return plan.run_dir, result

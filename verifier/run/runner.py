@@ -44,7 +44,7 @@ from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_
 from verifier.http.spend import EndpointLedger, build_ledgers, usd
 from verifier.kinds.logprob.fingerprint import read_profile_file
 from verifier.records import EndpointConfig, ExchangeRecord
-from verifier.run.cost import budget_stop, run_cost
+from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.progress import Progress
@@ -322,8 +322,9 @@ def new_run_dir(out: Path | None) -> Path:
 
 
 def _has_content(folder: Path) -> bool:
-    """Anything but the lock file (a run that died before writing its manifest leaves only that)."""
-    return any(p.name != LOCK_NAME for p in folder.iterdir())
+    """Anything but the lock file (a run that died before writing its manifest leaves only that) and the cost plan
+    of ``--dry-run --out`` (the run it planned may then use the same folder, and its report compares the two)."""
+    return any(p.name not in (LOCK_NAME, PLAN_NAME) for p in folder.iterdir())
 
 
 def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
@@ -478,7 +479,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
                                                                                                          "0"),
         reference=reference, endpoints=endpoint_info,
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
-        fingerprints=fingerprints, cost=run_cost(every_record, endpoint_info), stopped=stopped,
+        fingerprints=fingerprints, cost=with_plan(run_cost(every_record, endpoint_info), run_dir / PLAN_NAME),
+        stopped=stopped,
         settings=settings)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)

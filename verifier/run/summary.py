@@ -167,6 +167,8 @@ class EndpointCost(TokenCost):
     charged_usd: float | None = None  # what the budget ledger settled (reservations kept where no usage came)
     price: Price | None = None
     suites: dict[str, TokenCost] = Field(default_factory=dict)
+    plan_usd: float | None = None  # what ``--dry-run --out`` the same folder expected (its plan.json), if it did
+    plan_usd_high: float | None = None
 
 
 class StopInfo(BaseModel):
