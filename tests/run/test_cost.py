@@ -243,3 +243,20 @@ def test_dry_run_after_one_indexed_run_is_within_30_percent_of_the_next_runs_cos
     assert plan["usd_high"] >= actual
     assert cost.plan_usd == plan["endpoints"]["tiny"]["usd"]
     assert f"${actual:.4f} of a ${plan['usd']:.4f} plan" in (second / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_an_endpoint_budget_stops_only_that_endpoint(tmp_path, scripted_server):
+    provider = BillingProvider(worst_case=True)
+    srv = scripted_server(provider)
+    out = tmp_path / "run"
+    res = invoke(["run", "--config", str(_config(tmp_path, srv.base_url, budget=0.01)),
+                  "--suite", str(_suite(tmp_path, 20)), "--out", str(out), "--no-history", "-q"])
+    assert res.exit_code == 0, res.output
+    assert "STOPPED by budget" in res.output
+    s = RunSummary.read(out)
+    assert s.cost["cand"].usd <= 0.01 and s.cost["ref"].requests == 20 and 0 < s.cost["cand"].requests < 20
+    assert s.stopped is not None and s.stopped.endpoints["cand"]["stopped"]
+    assert not s.stopped.endpoints["ref"]["stopped"]
+    assert s.stopped.refused == 20 - s.cost["cand"].requests
+    assert [c["cap"] for c in s.stopped.caps] == ["endpoint 'cand' budget"]
