@@ -127,6 +127,7 @@ def test_cost_is_reported_usage_times_price_exactly_with_cached_tokens(tmp_path,
     assert f"{s.cost['cand'].without_usage} of 20 replies reported no usage" in html
 
 
+@pytest.mark.slow
 def test_a_retried_attempt_that_reported_usage_is_billed(tmp_path, scripted_server):
     """A stream that sent its usage and then broke (no [DONE]) is retried; the provider billed both attempts."""
     provider = BillingProvider(break_first_stream=True)
