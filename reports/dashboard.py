@@ -24,7 +24,17 @@ import jinja2
 from pydantic import BaseModel, Field
 
 from reports import charts
-from verifier.history import DbArg, HistoryError, MetricPoint, describe_db, load_points, load_runs, load_summary
+from verifier.history import (
+    CostPoint,
+    DbArg,
+    HistoryError,
+    MetricPoint,
+    describe_db,
+    load_costs,
+    load_points,
+    load_runs,
+    load_summary,
+)
 from verifier.history.drift import DriftSettings, detect_drift_points
 from verifier.history.gate import metric_info
 from verifier.run.verdict import HEADLINE_METRICS, compute_verdicts
@@ -46,6 +56,7 @@ class DashboardRun(BaseModel):
     fingerprint: str | None = None
     figures: dict[str, str] = Field(default_factory=dict)  # metric -> "98.5% [92.1, 99.7] n=68"
     drift: list[str] = Field(default_factory=list)  # "suite/metric" flagged in this run
+    cost: str | None = None  # "$0.0123 (120 requests)" from the history's cost rows; None: none indexed
 
 
 class TrendChart(BaseModel):
@@ -106,6 +117,14 @@ def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> dict[tup
     return flags
 
 
+def _cost_text(c: CostPoint | None) -> str | None:
+    """What the endpoint cost in the run, with its denominator (requests, those that reported usage)."""
+    if c is None:
+        return None
+    usd = "no price" if c.usd is None else f"${c.usd:.4f}"
+    return f"{usd} ({c.requests} requests, {c.with_usage} reported usage)"
+
+
 def _link(report: Path, out: Path) -> str:
     """A relative, ``./``-prefixed, percent-encoded link from the dashboard to a run's report.
 
@@ -126,6 +145,7 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
     settings = settings or DriftSettings(metrics=DASHBOARD_METRICS)
     points = _points(db_path)
     folders = run_folders(db_path)
+    costs = {(c.run_id, c.endpoint): c for c in load_costs(db_path)}
     flags = _drift_flags(points, settings)
     summaries = {}
     for run_id, folder in folders.items():
@@ -150,6 +170,7 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
                 key = p.metric if one_suite else f"{p.metric} · {p.suite}"
                 run.figures[key] = _fmt(p.metric, p.value, p.ci_low, p.ci_high, p.n)
         for run in runs_by_id.values():
+            run.cost = _cost_text(costs.get((run.run_id, name)))
             run_folder = folders.get(run.run_id)
             if run_folder is not None and (run_folder / "report.html").is_file():
                 run.report = _link(run_folder / "report.html", out)

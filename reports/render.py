@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from reports import charts
 from reports.chart_worker import ChartDrawer, ChartJob
+from reports.cost_view import cost_view
 from reports.disclosure import DisclosureCard, build_cards, fingerprint_text, write_cards
 from verifier import history as history_store
 from verifier.history.drift import DriftReport, detect_drift
@@ -550,11 +551,8 @@ def render_html(
     sections = [suite_section(summary, i, records or [], gate, jobs) for i in range(len(summary.suites))]
     hist = history_view(summary, db_path, drift, jobs) if has_history else None
     script, script_hash = _script()
-    endpoints = [
-        {"name": e.name, "url": public_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
-         "builtin": e.builtin, "is_reference": e.name == summary.reference}
-        for e in summary.endpoints
-    ]
+    endpoints = [{"name": e.name, "url": public_url(e.base_url), "model": e.model, "key_env": e.api_key_env,
+                  "builtin": e.builtin, "is_reference": e.name == summary.reference} for e in summary.endpoints]
     env = _template_env()
     env.filters["fingerprint"] = fingerprint_text
     env.filters["gid"] = glossary_id
@@ -564,10 +562,7 @@ def render_html(
     html = template.render(
         s=summary,
         endpoints=endpoints,
-        columns=VERDICT_COLUMNS,
-        shown_columns=shown,
-        hidden_columns=hidden,
-        column_index=column_index,
+        columns=VERDICT_COLUMNS, shown_columns=shown, hidden_columns=hidden, column_index=column_index,
         rows=rows,
         headlines=headlines(summary, verdicts),
         marks=VERDICT_MARKS,
@@ -577,9 +572,7 @@ def render_html(
         policy=policy,
         sections=sections,
         disagreements=disagreements(summary),
-        cards=cards,
-        history=hist,
-        versions=getattr(manifest, "versions", {}) or {},
+        cards=cards, history=hist, versions=getattr(manifest, "versions", {}) or {}, cost=cost_view(summary),
         script=script,
         csp=f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {script_hash}; "
         "base-uri 'none'; form-action 'none'",

@@ -20,6 +20,21 @@ RecordKind = Literal["toolcall", "agent_step", "logprob", "cache"]
 OPENAI_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
 
 
+#: An exchange the run's budget refused before anything was sent (``--budget`` / an endpoint's ``budget``): not a
+#: measurement, so the record store does not write it and ``--resume`` sends it later.
+BUDGET_REFUSED = "budget_exhausted"
+
+
+class Price(BaseModel):
+    """USD per 1M tokens, as providers list them; ``cached_input`` defaults to ``input`` (no cache discount)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+
+
 class EndpointConfig(BaseModel):
     """One endpoint under test (or the reference). Holds the *name* of the key's env var, never the key."""
 
@@ -42,6 +57,8 @@ class EndpointConfig(BaseModel):
     max_response_bytes: int = Field(8 * 1024 * 1024, gt=0)  # cap on the body, counted after decompression
     stream: bool = False
     max_attempts: int = 5
+    price: Price | None = None  # USD per 1M tokens (docs/cli.md "Cost and budget")
+    budget: float | None = Field(None, gt=0)  # USD this endpoint may spend in the run; needs ``price``
 
 
 class Usage(BaseModel):
@@ -105,6 +122,11 @@ class Exchange(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     logprobs: list[dict[str, Any]] | None = None  # OpenAI-style logprobs.content entries when requested
     wire_issues: list[str] = Field(default_factory=list)  # conformance findings, e.g. "unknown_finish_reason:foo"
+    #: usage reported by attempts that were retried (a provider may bill a reply the client could not use)
+    retried_usage: list[Usage] = Field(default_factory=list)
+    #: USD the run's budget ledger settled for this exchange (all attempts; the reservation where no usage came);
+    #: None when no budget applied. ``--resume`` starts its ledger from the sum of these.
+    charged_usd: float | None = None
 
     @property
     def ok(self) -> bool:

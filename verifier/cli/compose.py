@@ -20,6 +20,7 @@ from reports.chart_worker import ChartDrawer
 from reports.render import render_report
 from verifier import history as history_store
 from verifier.history import HistoryError
+from verifier.run.dry_run import CostPlan, HistoryMeans, dry_run
 from verifier.run.errors import InputError
 from verifier.run.merge import MergeSettings, merge_runs
 from verifier.run.runner import RunOutcome, RunSettings, execute_run
@@ -147,3 +148,26 @@ def _default_db() -> DbArg:
         return history_store.default_location()  # $VERIFIER_DB (path or URL) or the default file
     except HistoryError:
         return None
+
+
+def plan_cost(settings: RunSettings, publish_to: Publish) -> tuple[Path, CostPlan, list[str]]:
+    """``verifier run --dry-run``: the cost plan, with completion tokens from the history where it has the suite.
+
+    Returns the folder holding ``plan.json``, the plan, and warnings (a history that cannot be read is one).
+    """
+    warnings: list[str] = []
+    db: DbArg = (publish_to.db or _default_db()) if publish_to.history else None
+
+    def lookup(suite_hash: str, endpoint: str) -> HistoryMeans | None:
+        if db is None:
+            return None
+        try:
+            return history_store.cost_means(db, suite_hash, endpoint)
+        except Exception as e:  # noqa: BLE001 - without history the plan uses its stated defaults
+            msg = f"history not read ({history_store.describe_db(db)}): {type(e).__name__}: {_first_line(e)}"
+            if msg not in warnings:
+                warnings.append(msg)
+            return None
+
+    run_dir, plan = dry_run(settings, lookup)
+    return run_dir, plan, warnings

@@ -21,7 +21,8 @@ import typer
 from rich.console import Console
 
 from verifier import history as history_store
-from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
+from verifier.cli.compose import Publish, merge_and_publish, plan_cost, render, run_and_publish
+from verifier.cli.cost_table import cost_plan_tables, source_lines
 from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, check_key_env_name, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
@@ -99,6 +100,11 @@ def run(
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
+    budget: float | None = typer.Option(None, "--budget", min=0.0,
+                                           help="USD the whole run may spend (priced endpoints); it stops "
+                                                "sending at the cap and can be resumed with a higher --budget."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Send nothing: print what the run would send and cost "
+                                                          "per endpoint and suite, and write plan.json in --out."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -145,7 +151,12 @@ def run(
         options["reference_repeat_share"] = reference_repeat_share
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
-                           display_progress=False if quiet else None, shard=shard)
+                           display_progress=False if quiet else None, shard=shard, budget=budget)
+    if dry_run:
+        if resume is not None:
+            _fail("--dry-run plans a new run; it cannot be combined with --resume", 2)
+        _dry_run(settings, Publish(history=not no_history, db=db))
+        return
     try:
         outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:
@@ -167,6 +178,25 @@ def run(
         for line in outcome.problems[:-1]:
             print(f"error: {line}", file=sys.stderr)
         _fail(outcome.problems[-1], 3)
+
+
+def _dry_run(settings: RunSettings, publish_to: Publish) -> None:
+    """Print the cost plan (``verifier.run.dry_run``) as a table; nothing is sent."""
+    try:
+        run_dir, plan, warnings = plan_cost(settings, publish_to)
+    except InputError as e:
+        _fail(str(e), 2)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    _out.print("verifier run --dry-run: nothing was sent", markup=False)
+    for table in cost_plan_tables(plan):
+        _out.print(table)
+    for line in source_lines(plan):
+        _out.print(line, markup=False)
+    for note in plan.notes:
+        _out.print(f"note: {note}", markup=False)
+    _out.print(f"plan: {run_dir / 'plan.json'}  (expected ${plan.usd:.4f}, at most ${plan.usd_high:.4f})",
+               markup=False)
 
 
 def merge(
@@ -213,6 +243,13 @@ def _print_summary(outcome: Any) -> None:
                 shown.append(f"{key}={iv.value:.3f} [{_fmt(iv.low)}, {_fmt(iv.high)}] n={iv.n}")
         tag = " (reference)" if r.is_reference else ""
         _out.print(f"  {r.suite} / {r.endpoint}{tag}: " + ("; ".join(shown) or "no headline metric"), markup=False)
+    for name, c in s.cost.items():
+        usd = "no price" if c.usd is None else f"${c.usd:.4f}"
+        _out.print(f"  cost {name}: {usd} ({c.requests} requests, {c.with_usage} reported usage; prompt "
+                   f"{c.prompt_tokens} incl. {c.cached_tokens} cached, completion {c.completion_tokens})", markup=False)
+    if s.stopped is not None and s.stopped.reason == "budget":
+        _out.print(f"STOPPED by budget: {s.stopped.refused} requests not sent; continue with verifier run --resume "
+                   f"{outcome.run_dir} --budget USD", markup=False)
     for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
         _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from verifier.history.model import HistoryError, MetricPoint, RunEntry
+from verifier.history.model import CostPoint, HistoryError, MetricPoint, RunEntry, SuiteCostMeans
 
 if TYPE_CHECKING:
     from verifier.history.indexing import index_run, index_summary, load_summary
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         redact_db_text,
         resolve_db,
     )
-    from verifier.history.queries import load_frame, load_points, load_runs
+    from verifier.history.queries import cost_means, load_costs, load_frame, load_points, load_runs
     from verifier.history.schema import SCHEMA_VERSION
 
 #: public name -> the module that defines it, imported on first use (PEP 562): every one of them needs
@@ -46,7 +46,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("index_run", "index_summary", "load_summary"), "indexing"),
     **dict.fromkeys(("DbArg", "HistoryLocation", "default_db_path", "default_location", "describe_db",
                      "history_exists", "redact_db_text", "resolve_db"), "location"),
-    **dict.fromkeys(("load_frame", "load_points", "load_runs"), "queries"),
+    **dict.fromkeys(("cost_means", "load_costs", "load_frame", "load_points", "load_runs"), "queries"),
     "SCHEMA_VERSION": "schema",
 }
 
@@ -62,6 +62,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CostPoint",
+    "SuiteCostMeans",
+    "cost_means",
+    "load_costs",
     "DbArg",
     "HistoryError",
     "HistoryLocation",

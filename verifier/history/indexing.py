@@ -20,10 +20,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from verifier.history.engine import connect_for_write
 from verifier.history.location import DbArg, resolve_db
 from verifier.history.model import HistoryError
-from verifier.history.schema import metrics, runs
+from verifier.history.schema import costs, metrics, runs
 from verifier.run.summary import RunSummary, SummaryFileError
 
-__all__ = ["index_run", "index_summary", "load_summary", "metric_rows"]
+__all__ = ["cost_rows", "index_run", "index_summary", "load_summary", "metric_rows"]
 
 
 def load_summary(run_dir: Path) -> RunSummary:
@@ -55,6 +55,16 @@ def metric_rows(summary: RunSummary) -> list[dict[str, Any]]:
     return list(unique.values())
 
 
+def cost_rows(summary: RunSummary) -> list[dict[str, Any]]:
+    """The ``costs`` rows of one run: per endpoint and suite, the reported tokens and their USD."""
+    hashes = {m.name: m.content_hash for m in summary.suites}
+    return [{"run_id": summary.run_id, "started_at": summary.started_at, "endpoint": endpoint, "suite": suite,
+             "suite_hash": hashes.get(suite), "requests": c.requests, "with_usage": c.with_usage,
+             "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+             "cached_tokens": c.cached_tokens, "usd": c.usd}
+            for endpoint, cost in summary.cost.items() for suite, c in cost.suites.items()]
+
+
 def index_summary(summary: RunSummary, db_path: DbArg = None, *, run_dir: Path | None = None) -> int:
     """Index one RunSummary; replaces any earlier indexing of the same run_id. Returns the metric rows written."""
     loc = resolve_db(db_path)
@@ -73,6 +83,10 @@ def index_summary(summary: RunSummary, db_path: DbArg = None, *, run_dir: Path |
         conn.execute(metrics.delete().where(metrics.c.run_id == summary.run_id))
         if rows:
             conn.execute(metrics.insert(), rows)
+        conn.execute(costs.delete().where(costs.c.run_id == summary.run_id))
+        spent = cost_rows(summary)
+        if spent:
+            conn.execute(costs.insert(), spent)
     return len(rows)
 
 

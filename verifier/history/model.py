@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-__all__ = ["HistoryError", "MetricPoint"]
+__all__ = ["CostPoint", "HistoryError", "MetricPoint", "SuiteCostMeans"]
 
 
 class HistoryError(Exception):
@@ -42,3 +42,26 @@ class RunEntry(BaseModel):
     started_at: str
     finished_at: str | None = None
     run_dir: str | None = None
+
+
+class CostPoint(BaseModel):
+    """What one endpoint cost in one run (every suite), as the provider reported it; ``usd`` None: no price."""
+
+    run_id: str
+    started_at: str
+    endpoint: str
+    requests: int = 0
+    with_usage: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    usd: float | None = None
+
+
+class SuiteCostMeans(BaseModel):
+    """Mean tokens per request of one suite on one endpoint over past runs (``requests`` replies with usage)."""
+
+    runs: int
+    requests: int
+    prompt_tokens: float
+    completion_tokens: float

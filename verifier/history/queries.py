@@ -16,13 +16,13 @@ from sqlalchemy import select
 
 from verifier.history.engine import connect_for_read
 from verifier.history.location import DbArg, resolve_db
-from verifier.history.model import HistoryError, MetricPoint, RunEntry
-from verifier.history.schema import metrics, runs
+from verifier.history.model import CostPoint, HistoryError, MetricPoint, RunEntry, SuiteCostMeans
+from verifier.history.schema import costs, metrics, runs
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["load_frame", "load_points", "load_runs"]
+__all__ = ["cost_means", "load_costs", "load_frame", "load_points", "load_runs"]
 
 _COLUMNS = [metrics.c[name] for name in MetricPoint.model_fields]
 _ORDER = [metrics.c.started_at, metrics.c.run_id, metrics.c.endpoint, metrics.c.suite, metrics.c.metric,
@@ -100,3 +100,44 @@ def load_runs(db_path: DbArg = None) -> list[RunEntry]:
         rows = conn.execute(stmt).all() if version > 0 else []
     return [RunEntry(run_id=r.run_id, started_at=r.started_at, finished_at=r.finished_at, run_dir=r.run_dir)
             for r in rows]
+
+
+def load_costs(db_path: DbArg = None) -> list[CostPoint]:
+    """Cost per run and endpoint (summed over the run's suites), oldest first: the dashboard's cost table."""
+    loc = resolve_db(db_path)
+    if not loc.exists():
+        return []
+    with connect_for_read(loc) as (conn, version):
+        if version < 3:
+            return []  # indexed before costs were kept
+        rows = conn.execute(select(costs).order_by(costs.c.started_at, costs.c.run_id, costs.c.endpoint)).all()
+    out: dict[tuple[str, str], CostPoint] = {}
+    for r in rows:
+        p = out.setdefault((r.run_id, r.endpoint), CostPoint(run_id=r.run_id, started_at=r.started_at,
+                                                             endpoint=r.endpoint, usd=None))
+        p.requests += r.requests
+        p.with_usage += r.with_usage
+        p.prompt_tokens += r.prompt_tokens
+        p.completion_tokens += r.completion_tokens
+        p.cached_tokens += r.cached_tokens
+        if r.usd is not None:
+            p.usd = (p.usd or 0.0) + r.usd
+    return list(out.values())
+
+
+def cost_means(db_path: DbArg, suite_hash: str, endpoint: str) -> SuiteCostMeans | None:
+    """Mean prompt and completion tokens per request of this suite (by content hash) on this endpoint name, over
+    every indexed run; None when no run reported usage for it (``--dry-run`` then uses its stated defaults)."""
+    loc = resolve_db(db_path)
+    if not loc.exists():
+        return None
+    stmt = select(costs.c.run_id, costs.c.with_usage, costs.c.prompt_tokens, costs.c.completion_tokens).where(
+        costs.c.suite_hash == suite_hash, costs.c.endpoint == endpoint)
+    with connect_for_read(loc) as (conn, version):
+        rows = conn.execute(stmt).all() if version >= 3 else []
+    n = sum(r.with_usage for r in rows)
+    if not n:
+        return None
+    return SuiteCostMeans(runs=len({r.run_id for r in rows}), requests=n,
+                          prompt_tokens=sum(r.prompt_tokens for r in rows) / n,
+                          completion_tokens=sum(r.completion_tokens for r in rows) / n)

@@ -5,6 +5,8 @@ Versions (``schema_info.schema_version``; SQLite files also mirror it in ``PRAGM
 1. ``runs`` and ``metrics`` (verifier up to the PostgreSQL work); the version lived only in SQLite's
    ``user_version``, which PostgreSQL has no equivalent of.
 2. adds ``schema_info`` so the version is an ordinary row any backend (and any SQL client) can read.
+3. adds ``costs``: per run, endpoint and suite, the tokens the provider reported and their USD (``--dry-run``
+   estimates a suite's completion tokens from them; the dashboard charts cost per run).
 
 Why not Alembic: one linear step so far, run inside the same locked transaction that checks the version; the
 check-and-migrate below is a dozen lines and needs no migration scripts shipped beside the package. Should
@@ -35,10 +37,10 @@ from sqlalchemy import (
 
 from verifier.history.model import HistoryError
 
-__all__ = ["SCHEMA_VERSION", "ensure_schema", "metadata", "metrics", "runs", "schema_info", "stored_version"]
+__all__ = ["SCHEMA_VERSION", "costs", "ensure_schema", "metadata", "metrics", "runs", "schema_info", "stored_version"]
 
 #: Bumped on any change of the tables below, with a step in ``_MIGRATIONS``; a newer database is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Key of PostgreSQL's transaction-scoped advisory lock taken while creating or migrating the schema, so two
 #: jobs starting together on an empty database do not both run CREATE TABLE ("verifier" in ASCII, as an int).
@@ -81,6 +83,24 @@ metrics = Table(
     PrimaryKeyConstraint("run_id", "endpoint", "suite", "basis", "metric"),
 )
 Index("metrics_series", metrics.c.endpoint, metrics.c.suite, metrics.c.metric, metrics.c.basis, metrics.c.started_at)
+
+costs = Table(
+    "costs",
+    metadata,
+    Column("run_id", _Str, ForeignKey("runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("started_at", _Str, nullable=False),
+    Column("endpoint", _Str, nullable=False),
+    Column("suite", _Str, nullable=False),
+    Column("suite_hash", _Str),
+    Column("requests", Integer, nullable=False),
+    Column("with_usage", Integer, nullable=False),  # requests whose reply reported usage: the sums' denominator
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),
+    Column("usd", Double),  # None: the endpoint had no price
+    PrimaryKeyConstraint("run_id", "endpoint", "suite"),
+)
+Index("costs_by_suite", costs.c.suite_hash, costs.c.endpoint)
 
 schema_info = Table(
     "schema_info",
@@ -143,4 +163,11 @@ def _v1_to_v2(conn: Connection) -> None:
     schema_info.create(conn, checkfirst=True)
 
 
-_MIGRATIONS = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 2 gains the ``costs`` table (runs indexed before it simply have no cost rows)."""
+    costs.create(conn, checkfirst=True)
+    for index in costs.indexes:
+        index.create(conn, checkfirst=True)
+
+
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}

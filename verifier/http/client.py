@@ -48,9 +48,16 @@ from verifier.http.parse import (
     _usage_dict,
 )
 from verifier.http.record_fields import redact_fields, store_once
+from verifier.http.spend import (
+    EndpointLedger,
+    prompt_token_bound,
+    request_max_tokens,
+    settled_usd,
+    worst_case_usd,
+)
 from verifier.http.stack import Delivery, HttpStack, MalformedHTTP, UnsupportedEncoding, unsupported_encodings
 from verifier.http.stopping import EndpointStop
-from verifier.records import NOT_SENT, EndpointConfig, Exchange
+from verifier.records import BUDGET_REFUSED, NOT_SENT, EndpointConfig, Exchange
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +110,15 @@ class EndpointClient:
     ``library_transport``: httpx on aiohttp (default); httpx's own transport when False or a proxy applies.
     ``backoff_base``/``backoff_cap``: exponential backoff with full jitter, ``uniform(0, min(cap, base * 2**n))``;
     a Retry-After header sets a floor under that sleep.
+    ``ledger``: the run's budget for this endpoint (:mod:`verifier.http.spend`): every chat / completions attempt
+    reserves its worst case first and is not sent when that would pass a cap.
     """
 
     def __init__(self, config: EndpointConfig, *, api_key: str | None = None, backoff_base: float = 0.5,
-                 backoff_cap: float = 30.0, rng: random.Random | None = None, library_transport: bool = True) -> None:
+                 backoff_cap: float = 30.0, rng: random.Random | None = None, library_transport: bool = True,
+                 ledger: EndpointLedger | None = None) -> None:
         self.config = config
+        self.ledger = ledger
         self._library_transport = library_transport
         if api_key is None and config.api_key_env:
             api_key = os.environ.get(config.api_key_env) or None
@@ -336,10 +347,21 @@ class EndpointClient:
         if url is None:  # parse each endpoint URL once: httpx re-parses strings on every request
             url = self._urls[path] = httpx.URL(self._base + path)
         retried: list[int] = []
+        retried_usage: list[dict] = []
         attempts = 0
         max_attempts = max(1, self.config.max_attempts)
         delivery = Delivery()
+        ledger = self.ledger if path in ("/chat/completions", "/completions") else None
+        worst = (worst_case_usd(prompt_token_bound(payload), request_max_tokens(body), ledger.price)
+                 if ledger is not None else 0.0)
+        charged = 0.0
         while True:
+            reservation = ledger.reserve(worst) if ledger is not None else None
+            if ledger is not None and reservation is None:
+                if attempts == 0:  # nothing was sent: not a measurement (the store keeps no record of it)
+                    return Exchange(request_hash=rhash, attempts=0, stream=stream, error_class=BUDGET_REFUSED,
+                                    error_message="not sent: the budget would be passed", charged_usd=0.0)
+                break  # a retry the budget cannot cover: the last attempt's outcome stands
             attempts += 1
             if self._throttle is not None:
                 async with self._throttle:
@@ -355,17 +377,27 @@ class EndpointClient:
                 t0 = time.perf_counter()
                 ex, retry_after = await self._attempt(http, url, payload, stream, chat, t0, delivery)
                 ex["latency_s"] = time.perf_counter() - t0
+            if ledger is not None and reservation is not None:
+                amount = settled_usd(ex, worst, ledger.price)
+                ledger.settle(reservation, amount)
+                charged += amount
             err = ex.get("error_class")
             if err not in RETRYABLE_ERRORS or attempts >= max_attempts:
                 break
             # the HTTP status that caused the retry; 0 for transport failures (timeout, connection, broken stream)
             retried.append((ex.get("status") or 0) if err in ("rate_limited", "server_error") else 0)
+            if isinstance(ex.get("usage"), dict):  # a retried attempt that reports usage may have been billed
+                retried_usage.append(ex["usage"])
             await asyncio.sleep(self._backoff(attempts, retry_after))
         ex.setdefault("wire_issues", [])
         fields = {"request_hash": rhash, "attempts": attempts, "retried_statuses": retried, "stream": stream,
                   **_exchange_defaults(ex)}
         if delivery.resent_undelivered:
             fields["resent_undelivered"] = delivery.resent_undelivered
+        if retried_usage:
+            fields["retried_usage"] = retried_usage
+        if ledger is not None:
+            fields["charged_usd"] = charged
         if chat:
             store_once(fields)
             self._observe(fields)
@@ -413,10 +445,11 @@ class EndpointClient:
             return {"status": state["status"], "error_class": "protocol_error", "error_message": _message(e)}, None
         except (httpx.ConnectError, httpx.NetworkError, httpx.RemoteProtocolError) as e:
             cls = "broken_stream" if stream and state["status"] is not None else "connection"
-            return {"status": state["status"], "error_class": cls, "error_message": _message(e)}, None
+            return {"status": state["status"], "error_class": cls, "error_message": _message(e),
+                    **_partial_usage(state)}, None
         except _BrokenStream as e:
             return {"status": 200, "error_class": "broken_stream",
-                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT), **_partial_usage(state)}, None
         except ResponseTooLarge as e:
             return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
         except UnsupportedEncoding as e:
@@ -519,7 +552,7 @@ class EndpointClient:
             if r.status_code >= 300:
                 return await self._error_reply(r)
             _check_encoding(r, state)
-            acc = _StreamAccumulator()
+            acc = state["acc"] = _StreamAccumulator()  # kept: a stream that breaks may have reported usage
             capped = CappedText(r, self.config.max_response_bytes)
             async for sse in EventSource(capped).aiter_sse():  # type: ignore[arg-type]  # duck-typed response
                 if acc.feed(sse.data, time.perf_counter() - t0, sse.event):
@@ -544,6 +577,12 @@ def _check_encoding(r: httpx.Response, state: dict[str, Any]) -> None:
         shown = redaction.truncate(", ".join(unknown), 80)
         raise UnsupportedEncoding(f"the response is Content-Encoding: {shown}, which verifier cannot decode "
                                   "(it decodes gzip, deflate, br and zstd)")
+
+
+def _partial_usage(state: dict[str, Any]) -> dict[str, Any]:
+    """``{"usage": ...}`` when a stream that broke had already reported usage (the provider billed it), else {}."""
+    usage = getattr(state.get("acc"), "usage", None)
+    return {"usage": _usage_dict(usage)} if isinstance(usage, dict) else {}
 
 
 def _message(e: BaseException) -> str:

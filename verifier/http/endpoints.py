@@ -134,7 +134,8 @@ class EndpointSet:
             url = self.sources.get(e.name, e.base_url) if spec else e.base_url
             out.append(EndpointInfo(name=e.name, base_url=redaction.redact_url(url) or "",
                                     model=e.model, api_key_env=e.api_key_env, extra_body=e.extra_body,
-                                    is_reference=e.name == self.reference, builtin=spec.as_dict() if spec else None))
+                                    is_reference=e.name == self.reference, builtin=spec.as_dict() if spec else None,
+                                    price=e.price, budget=e.budget))
         return out
 
 
@@ -248,7 +249,8 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
     """Read a TOML endpoints file.
 
     Either ``[endpoints.NAME]`` tables or ``[[endpoints]]`` entries with a ``name``; each has ``base_url`` and
-    optional model, api_key_env, headers, extra_body, rate, concurrency, timeout, stream, max_attempts. A
+    optional model, api_key_env, headers, extra_body, rate, concurrency, timeout, stream, max_attempts,
+    price = { input, output, cached_input } (USD per 1M tokens) and budget (USD). A
     top-level ``reference = "NAME"`` picks the reference (default: the first endpoint).
     """
     path = Path(path)

@@ -54,7 +54,9 @@ class SuiteKind(Protocol):
     """One per suite kind, listed in ``verifier.run.registry``.
 
     Optional attributes the runner honours: ``needs_reference_first: bool`` (run the reference to completion
-    before any candidate, for kinds that compare against reference outputs while sending).
+    before any candidate, for kinds that compare against reference outputs while sending);
+    ``planned_requests(suite, ctx) -> list[PlannedRequest]`` (``verifier.run.request_plan``: what ``--dry-run``
+    prices; a kind without it is listed as not priced).
     """
 
     kind: str

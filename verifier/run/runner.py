@@ -41,8 +41,10 @@ from verifier.http.endpoints import (
     default_endpoints,
 )
 from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_url
+from verifier.http.spend import EndpointLedger, build_ledgers, usd
 from verifier.kinds.logprob.fingerprint import read_profile_file
-from verifier.records import EndpointConfig
+from verifier.records import EndpointConfig, ExchangeRecord
+from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.progress import Progress
@@ -60,7 +62,7 @@ from verifier.run.store import (
     display_json,
     new_run_id,
 )
-from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary
+from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary, StopInfo
 from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,7 @@ class RunSettings:
     #: what the caller does with the finished folder (``verifier.cli.compose``: history index on/off, database),
     #: recorded in the manifest so that ``--resume`` does the same; the runner only keeps it, never acts on it
     publish: dict[str, Any] = field(default_factory=dict)
+    budget: float | None = None  # --budget: USD the whole run may spend (priced endpoints only)
 
 
 @dataclass
@@ -133,6 +136,7 @@ class RunPlan:
     problems: list[InputProblem]
     warnings: list[str]
     recorded_settings: dict[str, Any]  # what manifest.json and summary.json say the run was asked
+    ledgers: dict[str, EndpointLedger] = field(default_factory=dict)  # priced endpoints: spend and budget caps
 
 
 def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
@@ -165,8 +169,28 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
         recorded["shard"] = shard.label
     if s.publish:
         recorded["publish"] = s.publish
+    if s.budget is not None:
+        recorded["budget"] = s.budget
+    ledgers = _ledgers(s, endpoints, run_dir if resumed is not None else None)
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
-                   problems=problems, warnings=warnings, recorded_settings=recorded)
+                   problems=problems, warnings=warnings, recorded_settings=recorded, ledgers=ledgers)
+
+
+def _ledgers(s: RunSettings, endpoints: EndpointSet, resumed_dir: Path | None) -> dict[str, EndpointLedger]:
+    """The budget ledgers; on ``--resume`` they start from what the records on disk already spent."""
+    spent: dict[str, float] = {}
+    if resumed_dir is not None and (resumed_dir / "records.jsonl").exists():
+        prices = {e.name: e.price for e in endpoints.endpoints}
+        for r in RecordStore(resumed_dir / "records.jsonl", read_only=True).read():
+            price = prices.get(r.endpoint)
+            amount = r.charged_usd if r.charged_usd is not None else (
+                sum(usd(u, price) or 0.0 for u in [r.usage, *r.retried_usage]) if price is not None else 0.0)
+            spent[r.endpoint] = spent.get(r.endpoint, 0.0) + amount
+    try:
+        return build_ledgers({e.name: e.price for e in endpoints.endpoints},
+                             {e.name: e.budget for e in endpoints.endpoints}, s.budget, spent)
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) -> RunManifest:
@@ -181,6 +205,8 @@ def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) 
     s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict",
                                                                                                             False)
     s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
+    if s.budget is None:  # a resumed run keeps its budget unless --budget raises (or lowers) it
+        s.budget = st.get("budget")
     if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
         raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
                          f"not {s.shard}")
@@ -209,7 +235,8 @@ def _new_locked_run_dir(s: RunSettings, held: contextlib.ExitStack) -> Path:
 async def _send_and_score(plan: RunPlan) -> RunOutcome:
     """Open the clients, preflight them, write the manifest, run every suite, score: one run, in order."""
     s, endpoints = plan.settings, plan.endpoints
-    clients = {e.name: EndpointClient(e, backoff_base=s.backoff_base) for e in endpoints.endpoints}
+    clients = {e.name: EndpointClient(e, backoff_base=s.backoff_base, ledger=plan.ledgers.get(e.name))
+               for e in endpoints.endpoints}
     async with contextlib.AsyncExitStack() as stack:
         for c in clients.values():
             await stack.enter_async_context(c)
@@ -224,12 +251,14 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
         failures = await _run_suites(plan.loaded, ctx)
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
+        never_sent = unsent + store.refused_by_budget
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
-            failures=failures,
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - unsent,
-                                                             "errors": progress.errors - unsent,
+            failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget),
+            # requests never sent (a budget refusal, a stopped endpoint) were counted by their kind as failed exchanges
+            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - never_sent,
+                                                             "errors": progress.errors - never_sent,
                                                              "retries": progress.retries,
                                                              "resumed": progress.resumed, "not_sent": unsent}})
     return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
@@ -303,8 +332,9 @@ def new_run_dir(out: Path | None) -> Path:
 
 
 def _has_content(folder: Path) -> bool:
-    """Anything but the lock file (a run that died before writing its manifest leaves only that)."""
-    return any(p.name != LOCK_NAME for p in folder.iterdir())
+    """Anything but the lock file (a run that died before writing its manifest leaves only that) and the cost plan
+    of ``--dry-run --out`` (the run it planned may then use the same folder, and its report compares the two)."""
+    return any(p.name not in (LOCK_NAME, PLAN_NAME) for p in folder.iterdir())
 
 
 def lock_run_dir(run_dir: Path, flag: str) -> RunFolderLock:
@@ -339,7 +369,7 @@ def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
             concurrency=e.concurrency, timeout=e.timeout, connect_timeout=e.connect_timeout,
             write_timeout=e.write_timeout, read_timeout=e.read_timeout, max_response_bytes=e.max_response_bytes,
             stream=e.stream, max_attempts=e.max_attempts, is_reference=e.name == eps.reference,
-            builtin=spec.as_dict() if spec else None))
+            builtin=spec.as_dict() if spec else None, price=e.price, budget=e.budget))
     return out
 
 
@@ -365,7 +395,8 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
                                       concurrency=me.concurrency, timeout=me.timeout,
                                       connect_timeout=me.connect_timeout, write_timeout=me.write_timeout,
                                       read_timeout=me.read_timeout, max_response_bytes=me.max_response_bytes,
-                                      stream=me.stream, max_attempts=me.max_attempts))
+                                      stream=me.stream, max_attempts=me.max_attempts, price=me.price,
+                                      budget=me.budget))
         sources[me.name] = me.source
     configs.sort(key=lambda c: c.name != m.reference)
     return EndpointSet(configs, m.reference, sources)
@@ -421,7 +452,8 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
-               failures: list[str], settings: dict[str, Any]) -> tuple[RunSummary, list[str]]:
+               failures: list[str], settings: dict[str, Any],
+               stopped: StopInfo | None = None) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
 
     Shared by ``verifier run`` and ``verifier merge`` (verifier/run/merge.py), so a merged run is scored by exactly
@@ -432,8 +464,10 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
     results: list[EndpointSuiteResult] = []
     eps = [reference, *candidates]
     ok_by_endpoint = {n: [0, 0] for n in eps}
+    every_record: list[ExchangeRecord] = []
     for ref, kind, suite in loaded:
         records = store.read(suite=suite.manifest.name)
+        every_record += records
         for r in records:
             if r.endpoint in ok_by_endpoint:
                 ok_by_endpoint[r.endpoint][0] += r.ok
@@ -457,7 +491,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
                                                                                                          "0"),
         reference=reference, endpoints=endpoint_info,
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
-        fingerprints=fingerprints,
+        fingerprints=fingerprints, cost=with_plan(run_cost(every_record, endpoint_info), run_dir / PLAN_NAME),
+        stopped=stopped,
         settings=settings)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)

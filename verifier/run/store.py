@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifier.records import NOT_SENT, ExchangeRecord, SuiteManifest, read_json_model
+from verifier.records import BUDGET_REFUSED, NOT_SENT, ExchangeRecord, Price, SuiteManifest, read_json_model
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,7 @@ class RecordStore:
         self._fsync_interval = fsync_interval_s
         self._last_fsync = time.monotonic()
         self.duplicates_dropped = 0
+        self.refused_by_budget = 0
         self.torn_bytes_trimmed = 0
         self._read_duplicates: Counter[tuple[str, str]] = Counter()
         self.read_only = read_only
@@ -71,11 +72,18 @@ class RecordStore:
 
     # writing ---------------------------------------------------------------------------------------------
     def append(self, record: ExchangeRecord) -> None:
-        """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks."""
+        """Write one record as one line and flush it; thread-safe and safe from concurrent asyncio tasks.
+
+        An exchange the budget refused (``error_class`` :data:`~verifier.records.BUDGET_REFUSED`) was never sent: it
+        is not written, so scoring does not count it and ``--resume`` sends it (``refused_by_budget`` counts them).
+        """
         if self.read_only:
             raise StoreError(f"{self.path}: opened read-only")
         if record.error_class == NOT_SENT:
             return  # never sent (its endpoint was stopped): nothing was measured, and --resume must send it
+        if record.error_class == BUDGET_REFUSED:
+            self.refused_by_budget += 1
+            return
         key = record.key()
         line = record_line(record)
         with self._lock:
@@ -404,6 +412,8 @@ class ManifestEndpoint(BaseModel):
     max_attempts: int = 5
     is_reference: bool = False
     builtin: dict[str, Any] | None = None
+    price: Price | None = None
+    budget: float | None = None
 
 
 class ManifestSuite(BaseModel):

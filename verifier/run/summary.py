@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from verifier.records import Interval, SuiteManifest
+from verifier.records import Interval, Price, SuiteManifest
 
-#: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none).
+#: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none);
+#: ``cost``, ``stopped`` and each endpoint's ``price`` / ``budget`` came later, additively (absent in older files).
 SCHEMA_VERSION = "1.1"
 
 
@@ -83,6 +84,8 @@ class EndpointInfo(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     is_reference: bool = False
     builtin: dict[str, Any] | None = None  # builtin engine options (kv dtype, weights) when it is one
+    price: Price | None = None  # USD per 1M tokens, from the endpoints TOML
+    budget: float | None = None  # USD, the endpoint's own budget
 
 
 class InputProblem(BaseModel):
@@ -142,6 +145,41 @@ class Verdict(BaseModel):
     rule: str = "docs/verdict.md"
 
 
+class TokenCost(BaseModel):
+    """Tokens the provider reported and what they cost at the endpoint's price (OpenAI convention: prompt
+    includes cached). ``usd`` is None without a price. ``requests`` counts exchanges; ``with_usage`` those whose
+    reply reported usage (the denominator of the token sums)."""
+
+    requests: int = 0
+    with_usage: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    usd: float | None = None
+
+
+class EndpointCost(TokenCost):
+    """One endpoint's cost over the run; ``suites`` breaks it down (history keeps the per-suite means)."""
+
+    without_usage: int = 0  # replies (HTTP 2xx) that reported no usage: not in the sums
+    without_usage_examples: list[str] = Field(default_factory=list)  # "suite/case_id" of the first few
+    retried_billed: int = 0  # retried attempts whose usage is included (the provider reported it, so billed it)
+    charged_usd: float | None = None  # what the budget ledger settled (reservations kept where no usage came)
+    price: Price | None = None
+    suites: dict[str, TokenCost] = Field(default_factory=dict)
+    plan_usd: float | None = None  # what ``--dry-run --out`` the same folder expected (its plan.json), if it did
+    plan_usd_high: float | None = None
+
+
+class StopInfo(BaseModel):
+    """Why the run stopped before sending everything. ``reason`` "budget": a cap would have been passed."""
+
+    reason: str
+    refused: int = 0  # requests not sent (they are not in records.jsonl; --resume sends them)
+    caps: list[dict[str, Any]] = Field(default_factory=list)  # {"cap", "limit_usd", "committed_usd", "exhausted"}
+    endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> {"refused", "spent_usd"}
+
+
 class SummaryFileError(ValueError):
     """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
 
@@ -160,6 +198,8 @@ class RunSummary(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
+    cost: dict[str, EndpointCost] = Field(default_factory=dict)  # endpoint -> reported tokens and USD
+    stopped: StopInfo | None = None  # set when the run stopped early (a budget)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:

@@ -57,6 +57,7 @@ from verifier.kinds.agent.scoring import ENDPOINT_ERROR_STOP, score_records
 from verifier.records import Exchange, ExchangeRecord, SuiteManifest
 from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.run.protocol import RunContext
+from verifier.run.request_plan import PlannedRequest
 from verifier.run.summary import EndpointSuiteResult
 
 BUILTIN = ("agent-smoke", "agent-long")
@@ -339,6 +340,16 @@ class AgentKind:
         opts = self._options(suite, ctx)
         per_trial = sum(s.horizon + 1 for s in suite.cases)  # oracle length + final answer: an estimate
         return per_trial * opts.trials * len(ctx.endpoints)
+
+    def planned_requests(self, suite: AgentSuite, ctx: RunContext) -> list[PlannedRequest]:
+        """The worst case: every trial uses its scenario's whole step budget, step k carrying k earlier turns."""
+        opts = self._options(suite, ctx)
+        out = []
+        for s in suite.cases:
+            first = {"messages": Conversation(s, []).head, "tools": s.make_env().tools()}
+            out += [PlannedRequest(body=first, count=opts.trials, max_tokens=opts.max_tokens, earlier_turns=k)
+                    for k in range(s.step_budget)]
+        return out
 
     # ---- running -------------------------------------------------------------------------------------
     def _plan(self, suite: AgentSuite, ctx: RunContext, opts: AgentOptions) -> list[_TrialPlan]:

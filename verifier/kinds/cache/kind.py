@@ -34,6 +34,7 @@ from verifier.kinds.cache.sessions import LoadedCacheSuite, Session, load_sessio
 from verifier.records import ExchangeRecord, SuiteManifest
 from verifier.run.exchange_guard import guarded
 from verifier.run.protocol import RunContext
+from verifier.run.request_plan import PlannedRequest
 from verifier.run.summary import EndpointSuiteResult
 
 DATA_DIR = SUITES_DIR / "cache"
@@ -67,6 +68,11 @@ class CacheKind:
 
     def planned_exchanges(self, suite: LoadedCacheSuite, ctx: RunContext) -> int:
         return len(ctx.endpoints) * sum(len(s.turns) for s in suite.cases)
+
+    def planned_requests(self, suite: LoadedCacheSuite, ctx: RunContext) -> list[PlannedRequest]:
+        """Every turn of every session, as ``run`` sends it (``--dry-run`` prices them)."""
+        return [PlannedRequest(body={"messages": s.messages(t)}, count=1, max_tokens=s.max_tokens)
+                for s in suite.cases for t in range(len(s.turns))]
 
     async def run(self, suite: LoadedCacheSuite, ctx: RunContext) -> None:
         done = ctx.store.done_keys()

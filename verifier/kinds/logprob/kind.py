@@ -62,6 +62,7 @@ from verifier.records import Exchange, ExchangeRecord, SuiteManifest
 from verifier.run.exchange_guard import failed_exchange, one_line
 from verifier.run.paths import inside_run
 from verifier.run.protocol import RunContext
+from verifier.run.request_plan import PlannedRequest
 from verifier.run.summary import EndpointSuiteResult, InputProblem
 
 DATA = SUITES_DIR / "logprob" / "logprob-core.jsonl"
@@ -212,6 +213,13 @@ class LogprobKind:
     def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: RunContext) -> int:
         samples = int(ctx.options.get("kl_samples", KL_SAMPLES))
         return len(ctx.endpoints) * (1 + (3 + samples) * len(suite.cases)) + samples * len(suite.cases)
+
+    def planned_requests(self, suite: LoadedLogprobSuite, ctx: RunContext) -> list[PlannedRequest]:
+        """As ``planned_exchanges`` counts them: one capability probe, then three requests per case."""
+        probe = PlannedRequest(body={"messages": [{"role": "user", "content": "Say hello."}]}, count=1, max_tokens=3)
+        return [probe, *(PlannedRequest(body={"prompt": c.prompt} if c.kind == "text" else
+                                        {"messages": c.messages, "tools": c.tools}, count=3, max_tokens=c.max_tokens)
+                         for c in suite.cases)]
 
     # running -----------------------------------------------------------------------------------------------
     async def run(self, suite: LoadedLogprobSuite, ctx: RunContext) -> None:

@@ -33,6 +33,7 @@ from verifier.kinds.logprob.align import (
     parse_legacy_logprobs,
     parse_vllm_prompt_logprobs,
 )
+from verifier.records import BUDGET_REFUSED
 from verifier.run.exchange_guard import PROVIDER_FAULTS, one_line
 
 METHODS = ("exact", "completions_echo", "vllm_prompt_logprobs", "chat_logprobs")
@@ -74,7 +75,7 @@ def _why(ex: Any) -> str:
 def _failed(ex: Any) -> MethodProbe:
     """A failed probe request: a provider fault is an error (support unknown); anything else (400, 404...) is
     the endpoint saying no."""
-    if ex.error_class in PROVIDER_FAULTS:
+    if ex.error_class in PROVIDER_FAULTS or ex.error_class == BUDGET_REFUSED:  # refused by the budget: not asked
         return MethodProbe(supported=False, reason=_why(ex), error=_why(ex))
     return MethodProbe(supported=False, reason=_why(ex))
 

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verifier.http.spend import request_max_tokens
 from verifier.kinds.toolcall import reference_repeats
 from verifier.kinds.toolcall.scoring import score_toolcall
 from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
 from verifier.records import ExchangeRecord
 from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.run.protocol import RunContext
+from verifier.run.request_plan import PlannedRequest
 from verifier.run.summary import EndpointSuiteResult
 
 BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
@@ -120,6 +122,12 @@ class ToolcallKind:
     def planned_exchanges(self, suite: ToolcallSuite, ctx: RunContext) -> int:
         return len(suite.variants) * (len(suite.cases) * self._repeats(ctx) * len(ctx.endpoints)
                                       + len(self._repeated(suite)))
+
+    def planned_requests(self, suite: ToolcallSuite, ctx: RunContext) -> list[PlannedRequest]:
+        """Each case's body, sent once per variant and repeat by every endpoint (``--dry-run`` prices them)."""
+        n = len(suite.variants) * self._repeats(ctx)
+        return [PlannedRequest(body=case.body, count=n, max_tokens=request_max_tokens(case.body))
+                for case in suite.cases]
 
     def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None, bool]]:
         """Pending exchanges as (endpoint, case, repeat, variant, is a reference repeat); the reference's second
