@@ -91,6 +91,9 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     shard: str | None = typer.Option(None, "--shard", help="Run only shard I of N of every suite's cases "
                                         "(I/N; join the shards with verifier merge)."),
+    probe_context: bool = typer.Option(False, "--probe-context",
+                                       help="Check each stated context_length with one request near it "
+                                            "(costs that many prompt tokens)."),
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
@@ -132,7 +135,7 @@ def run(
         options[key.strip()] = _option_value(raw)
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
-                           display_progress=False if quiet else None, shard=shard)
+                           display_progress=False if quiet else None, shard=shard, probe_context=probe_context)
     try:
         outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:

@@ -43,6 +43,8 @@ from verifier.http.endpoints import (
 from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_url
 from verifier.kinds.logprob.fingerprint import read_profile_file
 from verifier.records import EndpointConfig
+from verifier.run.claims import check_claims
+from verifier.run.context_probe import load_probes, probe_endpoints
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.progress import Progress
@@ -83,6 +85,7 @@ class RunSettings:
     display_progress: bool | None = None
     backoff_base: float = 0.5
     shard: str | None = None  # "I/N": run only this shard's cases of every suite (verifier.run.shard)
+    probe_context: bool = False  # one request near each stated context_length (costs tokens; verifier.run.claims)
 
 
 @dataclass
@@ -159,6 +162,8 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
                                 "stream": s.stream, "options": s.options}
     if shard is not None:
         recorded["shard"] = shard.label
+    if s.probe_context:
+        recorded["probe_context"] = True
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded)
 
@@ -215,6 +220,8 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         failures = await _run_suites(plan.loaded, ctx)
+        if s.probe_context:
+            await probe_endpoints(clients, endpoints, plan.run_dir)
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
@@ -329,7 +336,7 @@ def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
             concurrency=e.concurrency, timeout=e.timeout, connect_timeout=e.connect_timeout,
             write_timeout=e.write_timeout, read_timeout=e.read_timeout, max_response_bytes=e.max_response_bytes,
             stream=e.stream, max_attempts=e.max_attempts, is_reference=e.name == eps.reference,
-            builtin=spec.as_dict() if spec else None))
+            builtin=spec.as_dict() if spec else None, claims=e.claims))
     return out
 
 
@@ -355,7 +362,7 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
                                       concurrency=me.concurrency, timeout=me.timeout,
                                       connect_timeout=me.connect_timeout, write_timeout=me.write_timeout,
                                       read_timeout=me.read_timeout, max_response_bytes=me.max_response_bytes,
-                                      stream=me.stream, max_attempts=me.max_attempts))
+                                      stream=me.stream, max_attempts=me.max_attempts, claims=me.claims))
         sources[me.name] = me.source
     configs.sort(key=lambda c: c.name != m.reference)
     return EndpointSet(configs, m.reference, sources)
@@ -447,6 +454,7 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
         fingerprints=fingerprints,
         settings=settings)
+    summary.claims = _claims(summary, run_dir)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)
     manifest.finished_at = finished
@@ -478,6 +486,15 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
         return int(kind.planned_exchanges(suite, ctx))
     except Exception:  # noqa: BLE001 - an estimate only; the bar then runs without a total
         return 0
+
+
+def _claims(summary: RunSummary, run_dir: Path) -> dict:
+    """Each endpoint's stated claims against the run's figures; a bug there is logged, never a lost summary."""
+    try:
+        return check_claims(summary, load_probes(run_dir))
+    except Exception:  # noqa: BLE001 - the claims table is derived data; the figures it reads are still written
+        log.exception("claims not checked")
+        return {}
 
 
 def _verdicts(summary: RunSummary) -> dict:

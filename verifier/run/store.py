@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifier.records import ExchangeRecord, SuiteManifest, read_json_model
+from verifier.records import ExchangeRecord, StatedClaims, SuiteManifest, read_json_model
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +365,7 @@ class ManifestEndpoint(BaseModel):
     max_attempts: int = 5
     is_reference: bool = False
     builtin: dict[str, Any] | None = None
+    claims: StatedClaims | None = None  # kept so --resume checks the same statements
 
 
 class ManifestSuite(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from verifier.records import Interval, SuiteManifest
+from verifier.records import Interval, StatedClaims, SuiteManifest
 
 #: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none).
 SCHEMA_VERSION = "1.1"
@@ -83,6 +83,7 @@ class EndpointInfo(BaseModel):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     is_reference: bool = False
     builtin: dict[str, Any] | None = None  # builtin engine options (kv dtype, weights) when it is one
+    claims: StatedClaims | None = None  # what the provider states about it (checked in RunSummary.claims)
 
 
 class InputProblem(BaseModel):
@@ -142,6 +143,20 @@ class Verdict(BaseModel):
     rule: str = "docs/verdict.md"
 
 
+class ClaimCheck(BaseModel):
+    """One stated claim of an endpoint against what the run measured (verifier/run/claims.py).
+
+    ``contradicts`` only on confident evidence; ``not checked`` whenever the run had none (and ``evidence`` says
+    why, plainly), so a missing measurement never reads as agreement.
+    """
+
+    claim: str  # quantization, kv_cache, decode_weights, context_length, implicit_caching, supported_parameters:NAME
+    stated: Any
+    measured: Any = None
+    status: Literal["agrees", "contradicts", "not checked"]
+    evidence: str
+
+
 class SummaryFileError(ValueError):
     """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
 
@@ -160,6 +175,7 @@ class RunSummary(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
+    claims: dict[str, list[ClaimCheck]] = Field(default_factory=dict)  # endpoint -> its stated claims, checked
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:
