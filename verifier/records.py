@@ -20,6 +20,16 @@ RecordKind = Literal["toolcall", "agent_step", "logprob", "cache"]
 OPENAI_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call"})
 
 
+class Price(BaseModel):
+    """USD per 1M tokens, as providers list them; ``cached_input`` defaults to ``input`` (no cache discount)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_input: float | None = Field(None, ge=0)
+
+
 class StatedClaims(BaseModel):
     """What a provider *states* about an endpoint (``claims = {...}`` in the endpoints TOML, or imported from a
     listing such as OpenRouter's). Every key optional; the run checks each against what it measured
@@ -57,6 +67,7 @@ class EndpointConfig(BaseModel):
     max_response_bytes: int = Field(8 * 1024 * 1024, gt=0)  # cap on the body, counted after decompression
     stream: bool = False
     max_attempts: int = 5
+    price: Price | None = None  # USD per 1M tokens (docs/cli.md "Cost and budget")
     claims: StatedClaims | None = None  # stated by the provider; checked, never sent
 
 
