@@ -57,7 +57,9 @@ def test_import_from_loopback_listing_writes_a_loadable_pinned_file(stub: OpenRo
 
 def test_import_from_saved_file_is_the_same_without_network(stub: OpenRouterStub, tmp_path: Path) -> None:
     fetched, saved = tmp_path / "a.toml", tmp_path / "b.toml"
-    assert _cli(["endpoints", "import", "openrouter", MODEL, "--api-base", stub.api_base, "--out", str(fetched)])[0] == 0
+    code, _, err = _cli(["endpoints", "import", "openrouter", MODEL, "--api-base", stub.api_base,
+                         "--out", str(fetched)])
+    assert code == 0, err
     code, _, err = _cli(["endpoints", "import", "openrouter", MODEL, "--from", str(FIXTURE), "--api-base",
                          stub.api_base, "--out", str(saved), "--reference", "CheapHost"])
     assert code == 0, err

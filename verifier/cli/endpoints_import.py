@@ -91,8 +91,8 @@ def import_(
         if from_file is not None:
             try:
                 text = from_file.read_bytes()
-            except OSError as e:
-                _fail(f"--from {from_file}: cannot read ({e.strerror or e})")
+            except OSError as err:
+                _fail(f"--from {from_file}: cannot read ({err.strerror or err})")
             listing = parse_listing(text, f"--from {from_file}")
             origin = f"{from_file.name} (a saved OpenRouter listing)"
         else:
@@ -100,12 +100,12 @@ def import_(
             origin = f"{api_base.rstrip('/')}/api/v1/models/{model}/endpoints"
         endpoints = to_endpoints(listing, model, api_base)
         ref = pick_reference(endpoints, model, reference)
-    except ListingError as e:
-        _fail(str(e))
+    except ListingError as err:
+        _fail(str(err))
     try:
         out.write_text(render_toml(endpoints, ref, model, origin), encoding="utf-8")
-    except OSError as e:
-        _fail(f"--out {out}: cannot write ({e.strerror or e})")
+    except OSError as err:
+        _fail(f"--out {out}: cannot write ({err.strerror or err})")
     print(f"wrote {out}: {len(endpoints)} endpoint(s), reference '{ref}'")
     for e in endpoints:
         stated = ", ".join(f"{k}={v}" for k, v in e.claims.model_dump(exclude_none=True).items()
