@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from verifier.history.gate import GateResult
 from verifier.http.redaction import public_url
 from verifier.records import Interval, SuiteManifest
-from verifier.run.summary import EndpointInfo, RunSummary, Verdict
+from verifier.run.summary import ClaimCheck, EndpointInfo, RunSummary, Verdict
 
 __all__ = ["DisclosureCard", "build_cards", "fingerprint_text", "safe_filename", "write_cards"]
 
@@ -64,6 +64,8 @@ class DisclosureCard(BaseModel):
     not_measured: list[str] = Field(default_factory=list)
     verdict: str | None = None  # consistent / differs / inconclusive (docs/verdict.md); None for the reference
     verdict_headline: str | None = None
+    #: what the provider states about this endpoint, each claim against what the run measured (additive)
+    claims: list[ClaimCheck] = Field(default_factory=list)
 
 
 def _fingerprint(summary: RunSummary, endpoint: str) -> Any:
@@ -116,6 +118,7 @@ def build_cards(summary: RunSummary, gate: GateResult | None, headline: list[str
                     p.startswith("pass^") for p in present))],
                 verdict=verdicts[ep.name].status if ep.name in verdicts else None,
                 verdict_headline=verdicts[ep.name].headline if ep.name in verdicts else None,
+                claims=summary.claims.get(ep.name, []),
             )
         )
     return cards

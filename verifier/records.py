@@ -35,6 +35,21 @@ class Price(BaseModel):
     cached_input: float | None = Field(None, ge=0)
 
 
+class StatedClaims(BaseModel):
+    """What a provider *states* about an endpoint (``claims = {...}`` in the endpoints TOML, or imported from a
+    listing such as OpenRouter's). Every key optional; the run checks each against what it measured
+    (verifier/run/claims.py), so a statement is never taken on trust nor silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    quantization: str | None = None  # weights precision as listed, e.g. "fp8", "int4", "bf16"
+    kv_cache: str | None = None  # e.g. "fp8-e4m3", "bf16"
+    decode_weights: str | None = None  # weights used on the decode path, e.g. "int4"
+    context_length: int | None = Field(None, gt=0)
+    supported_parameters: list[str] | None = None  # e.g. ["tools", "tool_choice", "logprobs", "response_format"]
+    implicit_caching: bool | None = None
+
+
 class EndpointConfig(BaseModel):
     """One endpoint under test (or the reference). Holds the *name* of the key's env var, never the key."""
 
@@ -59,6 +74,7 @@ class EndpointConfig(BaseModel):
     max_attempts: int = 5
     price: Price | None = None  # USD per 1M tokens (docs/cli.md "Cost and budget")
     budget: float | None = Field(None, gt=0)  # USD this endpoint may spend in the run; needs ``price``
+    claims: StatedClaims | None = None  # stated by the provider; checked, never sent
 
 
 class Usage(BaseModel):

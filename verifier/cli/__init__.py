@@ -8,7 +8,7 @@ one line on stderr. ``python -m verifier.cli`` runs the same app as the ``verifi
 import typer
 
 from reference_engine.cli import serve
-from verifier.cli import fingerprint, history, main, suites
+from verifier.cli import badge, endpoints_import, fingerprint, history, main, suites
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Check whether LLM endpoints serve the model you think they do.")
@@ -20,5 +20,7 @@ app.command(name="serve", help="Serve the built-in reference engine.")(serve)
 app.add_typer(history.history_app, name="history", help="Run history and drift.")
 app.command(name="gate", help="Pass/fail a run against thresholds.")(history.gate)
 app.add_typer(fingerprint.app, name="fingerprint", help="Calibrate quantization fingerprints from endpoints.")
+app.command(name="badge", help="Draw an endpoint's disclosure card as an SVG badge.")(badge.badge)
+app.add_typer(endpoints_import.app, name="endpoints", help="Endpoints files: import a model's providers.")
 
 __all__ = ["app"]

@@ -97,6 +97,9 @@ def run(
         None, "--reference-repeat-share", min=0.0, max=1.0,
         help="Share of tool-call cases the reference answers twice, to measure its own run-to-run agreement "
              "(default 0.1, at least 50 cases; 0 turns it off)."),
+    probe_context: bool = typer.Option(False, "--probe-context",
+                                       help="Check each stated context_length with one request near it "
+                                            "(costs that many prompt tokens)."),
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
@@ -151,7 +154,8 @@ def run(
         options["reference_repeat_share"] = reference_repeat_share
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
-                           display_progress=False if quiet else None, shard=shard, budget=budget)
+                           display_progress=False if quiet else None, shard=shard, budget=budget,
+                           probe_context=probe_context)
     if dry_run:
         if resume is not None:
             _fail("--dry-run plans a new run; it cannot be combined with --resume", 2)

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from verifier.http import redaction
-from verifier.records import EndpointConfig
+from verifier.records import EndpointConfig, StatedClaims
 from verifier.run.summary import EndpointInfo
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class EndpointSet:
             out.append(EndpointInfo(name=e.name, base_url=redaction.redact_url(url) or "",
                                     model=e.model, api_key_env=e.api_key_env, extra_body=e.extra_body,
                                     is_reference=e.name == self.reference, builtin=spec.as_dict() if spec else None,
-                                    price=e.price, budget=e.budget))
+                                    price=e.price, budget=e.budget, claims=e.claims))
         return out
 
 
@@ -302,6 +302,7 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
         if not isinstance(body["base_url"], str):
             raise EndpointConfigError(f"{where}.base_url must be a string")
         _check_url(body["base_url"], f"{where}.base_url")
+        _check_claims_keys(body.get("claims"), where)
         if name in sources:
             raise EndpointConfigError(f"{where}: endpoint name used twice")
         if isinstance(body.get("api_key_env"), str):
@@ -324,6 +325,18 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
         raise EndpointConfigError(f"{path}: reference = '{reference}' is not one of the endpoints {list(sources)}")
     configs.sort(key=lambda c: c.name != reference)
     return EndpointSet(configs, reference, sources, profiles=profiles)
+
+
+def _check_claims_keys(claims: Any, where: str) -> None:
+    """``claims = {...}``: a table of known keys only; a typo (``quantisation``) is refused, never ignored."""
+    if claims is None:
+        return
+    if not isinstance(claims, dict):
+        raise EndpointConfigError(f"{where}.claims must be a table, e.g. claims = {{ quantization = \"fp8\" }}")
+    for key in claims:
+        if key not in StatedClaims.model_fields:
+            raise EndpointConfigError(f"{where}.claims: unknown key '{key}' "
+                                      f"(known: {', '.join(StatedClaims.model_fields)})")
 
 
 def _fingerprint_profiles(path: Path, table: Any) -> str | None:

@@ -44,6 +44,8 @@ from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_
 from verifier.http.spend import EndpointLedger, build_ledgers, usd
 from verifier.kinds.logprob.fingerprint import read_profile_file
 from verifier.records import EndpointConfig, ExchangeRecord
+from verifier.run.claims import check_claims
+from verifier.run.context_probe import load_probes, probe_endpoints
 from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
@@ -90,6 +92,7 @@ class RunSettings:
     #: recorded in the manifest so that ``--resume`` does the same; the runner only keeps it, never acts on it
     publish: dict[str, Any] = field(default_factory=dict)
     budget: float | None = None  # --budget: USD the whole run may spend (priced endpoints only)
+    probe_context: bool = False  # one request near each stated context_length (costs tokens; verifier.run.claims)
 
 
 @dataclass
@@ -172,6 +175,8 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
     if s.budget is not None:
         recorded["budget"] = s.budget
     ledgers = _ledgers(s, endpoints, run_dir if resumed is not None else None)
+    if s.probe_context:
+        recorded["probe_context"] = True
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded, ledgers=ledgers)
 
@@ -249,6 +254,8 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         failures = await _run_suites(plan.loaded, ctx)
+        if s.probe_context:
+            await probe_endpoints(clients, endpoints, plan.run_dir)
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         never_sent = unsent + store.refused_by_budget
@@ -369,7 +376,7 @@ def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
             concurrency=e.concurrency, timeout=e.timeout, connect_timeout=e.connect_timeout,
             write_timeout=e.write_timeout, read_timeout=e.read_timeout, max_response_bytes=e.max_response_bytes,
             stream=e.stream, max_attempts=e.max_attempts, is_reference=e.name == eps.reference,
-            builtin=spec.as_dict() if spec else None, price=e.price, budget=e.budget))
+            builtin=spec.as_dict() if spec else None, price=e.price, budget=e.budget, claims=e.claims))
     return out
 
 
@@ -396,7 +403,7 @@ def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> En
                                       connect_timeout=me.connect_timeout, write_timeout=me.write_timeout,
                                       read_timeout=me.read_timeout, max_response_bytes=me.max_response_bytes,
                                       stream=me.stream, max_attempts=me.max_attempts, price=me.price,
-                                      budget=me.budget))
+                                      budget=me.budget, claims=me.claims))
         sources[me.name] = me.source
     configs.sort(key=lambda c: c.name != m.reference)
     return EndpointSet(configs, m.reference, sources)
@@ -494,6 +501,7 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
         fingerprints=fingerprints, cost=with_plan(run_cost(every_record, endpoint_info), run_dir / PLAN_NAME),
         stopped=stopped,
         settings=settings)
+    summary.claims = _claims(summary, run_dir)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)
     manifest.finished_at = finished
@@ -525,6 +533,15 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
         return int(kind.planned_exchanges(suite, ctx))
     except Exception:  # noqa: BLE001 - an estimate only; the bar then runs without a total
         return 0
+
+
+def _claims(summary: RunSummary, run_dir: Path) -> dict:
+    """Each endpoint's stated claims against the run's figures; a bug there is logged, never a lost summary."""
+    try:
+        return check_claims(summary, load_probes(run_dir))
+    except Exception:  # noqa: BLE001 - the claims table is derived data; the figures it reads are still written
+        log.exception("claims not checked")
+        return {}
 
 
 def _verdicts(summary: RunSummary) -> dict:

@@ -27,7 +27,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verifier.records import BUDGET_REFUSED, NOT_SENT, ExchangeRecord, Price, SuiteManifest, read_json_model
+from verifier.records import (
+    BUDGET_REFUSED,
+    NOT_SENT,
+    ExchangeRecord,
+    Price,
+    StatedClaims,
+    SuiteManifest,
+    read_json_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -414,6 +422,7 @@ class ManifestEndpoint(BaseModel):
     builtin: dict[str, Any] | None = None
     price: Price | None = None
     budget: float | None = None
+    claims: StatedClaims | None = None  # kept so --resume checks the same statements
 
 
 class ManifestSuite(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from verifier.records import Interval, Price, SuiteManifest
+from verifier.records import Interval, Price, StatedClaims, SuiteManifest
 
 #: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none);
 #: ``cost``, ``stopped`` and each endpoint's ``price`` / ``budget`` came later, additively (absent in older files).
@@ -86,6 +86,7 @@ class EndpointInfo(BaseModel):
     builtin: dict[str, Any] | None = None  # builtin engine options (kv dtype, weights) when it is one
     price: Price | None = None  # USD per 1M tokens, from the endpoints TOML
     budget: float | None = None  # USD, the endpoint's own budget
+    claims: StatedClaims | None = None  # what the provider states about it (checked in RunSummary.claims)
 
 
 class InputProblem(BaseModel):
@@ -180,6 +181,20 @@ class StopInfo(BaseModel):
     endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> {"refused", "spent_usd"}
 
 
+class ClaimCheck(BaseModel):
+    """One stated claim of an endpoint against what the run measured (verifier/run/claims.py).
+
+    ``contradicts`` only on confident evidence; ``not checked`` whenever the run had none (and ``evidence`` says
+    why, plainly), so a missing measurement never reads as agreement.
+    """
+
+    claim: str  # quantization, kv_cache, decode_weights, context_length, implicit_caching, supported_parameters:NAME
+    stated: Any
+    measured: Any = None
+    status: Literal["agrees", "contradicts", "not checked"]
+    evidence: str
+
+
 class SummaryFileError(ValueError):
     """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
 
@@ -200,6 +215,7 @@ class RunSummary(BaseModel):
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
     cost: dict[str, EndpointCost] = Field(default_factory=dict)  # endpoint -> reported tokens and USD
     stopped: StopInfo | None = None  # set when the run stopped early (a budget)
+    claims: dict[str, list[ClaimCheck]] = Field(default_factory=dict)  # endpoint -> its stated claims, checked
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:

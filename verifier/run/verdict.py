@@ -24,6 +24,7 @@ from statistics import NormalDist
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifier.records import Interval
+from verifier.run.claims import contradiction_headline
 from verifier.run.summary import (
     EndpointSuiteResult,
     FingerprintEvidence,
@@ -293,4 +294,7 @@ def compute_verdicts(summary: RunSummary, policy: VerdictPolicy | None = None) -
             continue
         mine = [r for r in summary.results if r.endpoint == ep.name]
         out[ep.name] = verdict_for(ep.name, mine, ref_results, summary.reference, policy)
+        contradiction = contradiction_headline(ep.name, summary.claims.get(ep.name, []))
+        if contradiction:  # a stated claim the run contradicts is named first (verifier/run/claims.py)
+            out[ep.name].headline = f"{contradiction}. {out[ep.name].headline}"
     return out
