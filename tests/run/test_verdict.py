@@ -119,7 +119,7 @@ def test_too_few_scenarios_are_not_testable_and_zero_width_is_not_proof() -> Non
     zero = Interval(value=0.0, low=0.0, high=0.0, n=4)
     v = verdict_for("cand", [_agent(zero, 4, 1.0)], [], "ref")
     assert v.status == "inconclusive" and v.not_testable == ["task_success"]
-    assert "agent task success not testable: 4 trials, clustered by scenario, needs at least 10" in v.headline
+    assert "agent task success not testable: 4 scenarios, needs at least 10" in v.headline
     v = verdict_for("cand", [_agent(Interval(value=0.0, low=0.0, high=0.0, n=12), 12, 1.0)], [], "ref")
     e = v.evidence[0]
     assert e.difference.high == pytest.approx(1 - 0.025 ** (1 / 12)) and "exact bound" in (e.reason or "")

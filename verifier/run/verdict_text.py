@@ -31,11 +31,17 @@ def _ci(e: MetricEvidence) -> str:
     return f" [{d.low:.3g}, {d.high:.3g}]"
 
 
+def _short_unit(e: MetricEvidence) -> str:
+    """``calls``, ``scenarios``, ``sequences`` or ``cases``: the first word of the metric's unit."""
+    if e.metric == "task_success":
+        return "scenarios"  # the independent units, whatever a trial-level unit says
+    first = (e.unit or "").split(" ")[0]
+    return first if first in ("calls", "scenarios", "sequences") else "cases"
+
+
 def _denominator(e: MetricEvidence) -> str:
     units = e.independent_units if e.metric == "task_success" else e.difference.n
-    unit = e.unit or ""
-    short = next((w for w in ("calls", "scenarios", "sequences") if w[:-1] in unit), "cases")
-    return f" of {units} {short}" if units else ""
+    return f" of {units} {_short_unit(e)}" if units else ""
 
 
 def describe(e: MetricEvidence) -> str:
@@ -68,7 +74,7 @@ def margin_text(e: MetricEvidence) -> str:
 
 
 def not_testable_text(e: MetricEvidence) -> str:
-    return (f"{HEADLINE_METRICS[e.metric]} not testable: {e.independent_units} {e.unit or 'units'}, "
+    return (f"{HEADLINE_METRICS[e.metric]} not testable: {e.independent_units} {_short_unit(e)}, "
             f"needs at least {e.min_units}")
 
 
