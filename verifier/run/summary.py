@@ -152,7 +152,7 @@ class Verdict(BaseModel):
     evidence: list[MetricEvidence] = Field(default_factory=list)
     fingerprint: FingerprintEvidence | None = None
     alpha: float = 0.05
-    cases_to_settle: int | None = None  # inconclusive only: more cases (per suite) that would likely settle it
+    cases_to_settle: int | None = None  # inconclusive only: more units (of the slowest open metric) likely to settle it
     rule: str = "docs/verdict.md"
     #: Added with issue 38 (additive): cautions a reader must see with the answer, e.g. that judging this run again
     #: after adding cases is a second look that needs the sequential (anytime-valid) mode.
