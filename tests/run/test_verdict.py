@@ -110,7 +110,10 @@ def test_kl_lower_bound_can_differ_but_never_be_consistent() -> None:
     high = _lp("cand", 0.05, same)
     high.metrics["kl_topk_lower"] = high.metrics.pop("kl_mean")
     v = verdict_for("cand", [ok_tc, high], [], "ref")
-    assert v.status == "differs" and "KL at least 0.05 [0.04, 0.06] nats/token (lower bound" in v.headline
+    assert v.status == "differs" and "KL at least 0.05 [0.04, 0.06] nats/token (a lower bound)" in v.headline
+    high.metrics["kl_tail_mass"] = Interval(value=0.031, n=40)
+    assert "(a lower bound; reference mass beyond its top-k 3.1 %)" in verdict_for("cand", [ok_tc, high], [],
+                                                                                   "ref").headline
     legacy = _lp("cand", 0.001, same, method="cluster_bootstrap")  # a kl_mean of unknown estimator: a lower bound
     assert verdict_for("cand", [ok_tc, legacy], [], "ref").status == "inconclusive"
 

@@ -123,6 +123,7 @@ class MetricEvidence(BaseModel):
     material: bool = False  # the policy calls any significant difference material (point null, not the margin)
     p_outside: float | None = None  # two-sided test of H0 |difference| <= margin (or the point null when material)
     reason: str | None = None  # why not testable / how the interval was treated (zero width, legacy figure)
+    tail_mass: float | None = None  # KL lower bound: the reference's probability mass beyond its top-k (mean)
 
 
 class FingerprintEvidence(BaseModel):

@@ -120,6 +120,8 @@ def _kl(cand: EndpointSuiteResult) -> Reading | None:
     ev = MetricEvidence(metric=metric, suite=cand.suite, value=figure, difference=figure, unit="sequences",
                         basis="KL(reference || candidate), lower bound", bound="lower", reason=reason,
                         independent_units=_units(cand, metric, figure, None))
+    tail = cand.metrics.get("kl_tail_mass")
+    ev.tail_mass = None if tail is None else tail.value
     return Reading(ev, sides="upper", can_be_inside=False)
 
 

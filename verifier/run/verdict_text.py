@@ -63,7 +63,8 @@ def describe(e: MetricEvidence) -> str:
         per = " per call" if e.unit and e.unit.startswith("calls") else ""
         return f"{name}{per} {_pts(d.value)} pts{_ci(e)}{_denominator(e)}"
     if e.bound == "lower":
-        return f"KL at least {d.value:.3g}{_ci(e)} nats/token (lower bound, {d.method or 'top-k'})"
+        tail = "" if e.tail_mass is None else f"; reference mass beyond its top-k {100 * e.tail_mass:.1f} %"
+        return f"KL at least {d.value:.3g}{_ci(e)} nats/token (a lower bound{tail})"
     return f"{name} {d.value:.3g}{_ci(e)} nats/token ({d.method})"
 
 
