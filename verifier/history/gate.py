@@ -22,8 +22,11 @@ Policy (TOML)::
     alpha = 0.05
     fail_on = ["differs"]      # verdict statuses that fail the gate
     warn_on = ["inconclusive"]
-    [verdict.margins]          # equivalence margins: proportions in points (0.05 = 5 pts), kl_mean in nats
+    material = ["forced_call_success"]  # any significant difference counts, whatever its size
+    [verdict.margins]          # margins: proportions in points (0.05 = 5 pts), kl_mean in nats
     schema_accuracy = 0.05
+    [verdict.min_units]        # fewer independent units: the metric is "not testable"
+    task_success = 10
 
 What the gate judges (``decision``), and why the default is the point estimate:
 
