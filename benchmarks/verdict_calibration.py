@@ -73,13 +73,14 @@ def main() -> None:
     ap.add_argument("--sims", type=int, default=1000)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 400, 2000])
     ap.add_argument("--metrics", nargs="+", default=["schema_accuracy", "forced_call_success", "task_success"])
+    ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=4, help="pieces per cell, so workers share big cells")
     a = ap.parse_args()
     jobs = []
     for metric in a.metrics:
         for n in a.sizes:
-            for c in CONDITIONS:
+            for c in a.conditions:
                 per = -(-a.sims // a.chunks)
                 jobs += [(metric, n, c, min(per, a.sims - k * per), hash((metric, n, c, k)) % 2**31)
                          for k in range(a.chunks) if a.sims - k * per > 0]
@@ -94,8 +95,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for metric in a.metrics:
         for n in a.sizes:
-            aa, at, tw = (out[(metric, n, c)] for c in CONDITIONS)
+            aa, at, tw = (out.get((metric, n, c), []) for c in CONDITIONS)
+
             def share(rows: list[tuple[str | None, str]], status: str, verdict: bool = False) -> str:
+                if not rows:
+                    return "not run"
                 k = sum(1 for m, v in rows if (v if verdict else m) == status)
                 return f"{100 * k / len(rows):.1f} % ({k}/{len(rows)})"
             print(f"| {metric} | {n} | {share(aa, 'differs')} / {share(aa, 'differs', True)} | "

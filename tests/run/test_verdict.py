@@ -78,9 +78,9 @@ def test_wide_interval_is_inconclusive_with_cases_to_settle_and_a_peeking_warnin
     assert v.cases_to_settle is not None and v.cases_to_settle > 60
     assert f"about {v.cases_to_settle} more calls both endpoints made would likely settle it" in v.headline
     assert "second look" in v.headline and "sequential" in v.headline and v.warnings
-    # with that many more units and the same difference, the 90% interval's upper half fits inside the margin
+    # with that many more units and the same difference, the 95% interval's upper half fits inside the margin
     se = 0.08 / 1.959964 * (60 / (60 + v.cases_to_settle)) ** 0.5
-    assert 1.6449 * se <= 0.05 - 0.01 + 1e-9
+    assert 1.959964 * se <= 0.05 - 0.01 + 1e-9
 
 
 def test_fingerprint_differs_only_with_a_calibrated_p_in_the_holm_family() -> None:

@@ -11,8 +11,9 @@ Conventions (docs/verdict.md):
 * ``p_outside``: H0 "|d| <= margin" against "d is beyond the margin", two-sided by the interval's convention:
   ``2 * min`` of the two one-sided p-values, so that "significant at level a" means "the two-sided (1 - a) interval
   lies wholly beyond the margin".
-* ``p_inside``: two one-sided tests (TOST) of "|d| < margin"; the larger p. At level a this is "the (1 - 2a)
-  interval lies inside the margin"; an intersection-union test needs no multiplicity correction.
+* ``p_inside``: two one-sided tests (TOST) of "|d| < margin", the larger p, doubled to the same two-sided
+  convention: at level a this is "the two-sided (1 - a) interval lies inside the margin" (TOST at a/2 per side). An
+  intersection-union test needs no multiplicity correction.
 * A zero-width interval is never proof: :func:`widen_zero_spread` replaces it by an exact bound, or the caller
   treats the metric as having no interval at all.
 """
@@ -98,10 +99,15 @@ def p_outside(s: Spread, margin: float, sides: Sides = "both") -> float:
 
 
 def p_inside(s: Spread, margin: float, sides: Sides = "both") -> float:
-    """TOST p of |d| < margin (``upper``: d < margin; ``lower``: d > -margin): small when shown inside."""
+    """p of "|d| < margin" (``upper``: d < margin; ``lower``: d > -margin): small when shown inside.
+
+    Two one-sided tests, reported on the same two-sided convention as :func:`p_outside` (``2 * max``): at level a it
+    means "the two-sided (1 - a) interval lies inside the margin", so the interval a reader sees decides both ways.
+    """
     p_below_upper = _NORMAL.cdf((s.d - margin) / s.facing(margin))  # H0: d >= margin
     p_above_lower = _NORMAL.cdf((-margin - s.d) / s.facing(-margin))  # H0: d <= -margin
-    return {"both": max(p_below_upper, p_above_lower), "upper": p_below_upper, "lower": p_above_lower}[sides]
+    one = {"both": max(p_below_upper, p_above_lower), "upper": p_below_upper, "lower": p_above_lower}[sides]
+    return min(1.0, 2.0 * one)
 
 
 def p_point(s: Spread) -> float:
@@ -124,7 +130,7 @@ def more_units(s: Spread, units: int, margin: float | None, alpha: float, family
     z_out = _NORMAL.inv_cdf(1 - alpha / (2 * max(family, 1)))
     if margin is not None and abs(s.d) < margin and can_be_inside:
         toward = margin if (s.d >= 0 or sides == "upper") and sides != "lower" else -margin
-        needs.append(units * (_NORMAL.inv_cdf(1 - alpha) * s.facing(toward) / (margin - abs(s.d))) ** 2)
+        needs.append(units * (_NORMAL.inv_cdf(1 - alpha / 2) * s.facing(toward) / (margin - abs(s.d))) ** 2)
     if material and s.d != 0.0:
         needs.append(units * (z_out * s.facing(0.0) / abs(s.d)) ** 2)
     elif margin is not None and abs(s.d) > margin and (sides == "both" or (s.d > 0) == (sides == "upper")):
