@@ -1,9 +1,18 @@
 """A/A calibration of the verdict: the reference under another name must come out ``differs`` at most alpha of runs.
 
 Each simulated run draws tool-call replies for a reference and a candidate from the *same* per-case behaviour (a
-sampling server: ambiguous cases trigger a call about half the time, arguments are sometimes malformed), writes them
-as ExchangeRecords, scores them with the real scoring code (``score_toolcall``) and judges them with the real rule
-(``verdict_for``). Power controls (a candidate that breaks schemas, a deterministic A/A) show the test can fail.
+sampling server: a fifth of the cases a coin flip, a fifth of the arguments malformed) on four suites, writes them
+as ExchangeRecords, scores them with the real ``score_toolcall`` and judges them with the real ``verdict_for``
+(``verifier.testing.verdict_sim``).
+
+Why four suites and every metric marked material: under the default policy an A/A almost never shows a difference
+*beyond a margin*, so that check alone could not see a broken multiplicity correction. With every headline tested
+against the point null, each run has a family of eight tests (schema accuracy and forced-call success per suite;
+more once scoring adds trigger F1 and argument agreement), and only Holm keeps the family-wise error at alpha:
+without Holm this world says ``differs`` in 10-13 % of runs (measured: 41 of 400 on seed 1, 51 of 400 on this test's
+seed, where the test then fails), with Holm under 1 % (3 of 400 on seed 1).
+400 runs put the line at 1.5 alpha (30 runs): a rule at alpha passes with probability ~0.99, one at 2 alpha fails
+with probability ~0.96.
 """
 
 from __future__ import annotations
@@ -12,88 +21,64 @@ import numpy as np
 import pytest
 
 from verifier.kinds.toolcall.scoring import score_toolcall
-from verifier.kinds.toolcall.suite_format import ToolcallCase, parse_case
-from verifier.records import ExchangeRecord, ToolCall
-from verifier.run.verdict import VerdictPolicy, verdict_for
+from verifier.run.verdict import VerdictPolicy
+from verifier.testing.verdict_sim import (
+    Endpoint,
+    judge,
+    sampling_behaviour,
+    score_toolcall_pair,
+    toolcall_cases,
+    toolcall_records,
+)
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-    "additionalProperties": False}}}
-N_CASES = 120
-RUNS = 300  # measured: 4 of 400 runs said differs (1%), the exact McNemar test being conservative
 ALPHA = 0.05
+RUNS = 400
+CASES = 40
+ALL_MATERIAL = VerdictPolicy(alpha=ALPHA, material=["trigger_f1", "argument_agreement", "schema_accuracy",
+                                                    "forced_call_success", "task_success"], min_units={})
 
 
-def _cases() -> list[ToolcallCase]:
-    return [parse_case({"messages": [{"role": "user", "content": f"weather {i}?"}], "tools": [WEATHER],
-                        "_meta": {"id": f"c{i}"}}, "mem", None) for i in range(N_CASES)]
-
-
-def _behaviour(rng: np.random.Generator) -> tuple[np.ndarray, float]:
-    """Per-case trigger probability (a fifth of the cases ambiguous) and a malformed-arguments rate."""
-    p = np.where(rng.random(N_CASES) < 0.6, 0.97, 0.03)
-    ambiguous = rng.random(N_CASES) < 0.2
-    p[ambiguous] = 0.5
-    return p, 0.05
-
-
-def _records(endpoint: str, p_trigger: np.ndarray, p_bad: float, rng: np.random.Generator) -> list[ExchangeRecord]:
-    out = []
-    for i, p in enumerate(p_trigger):
-        calls = []
-        if rng.random() < p:
-            args = '{"city": "x"' if rng.random() < p_bad else '{"city": "Oslo"}'
-            calls = [ToolCall(index=0, id="call_1", name="get_weather", arguments=args)]
-        out.append(ExchangeRecord(
-            request_hash=f"h{i}", kind="toolcall", suite="s", case_id=f"c{i}", endpoint=endpoint, status=200,
-            attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop", tool_calls=calls,
-            content=None if calls else "no call",
-        ))
-    return out
-
-
-def _verdict(ref: list[ExchangeRecord], cand: list[ExchangeRecord], cases: list[ToolcallCase]):
-    results = score_toolcall("s", cases, ref + cand, "ref", ["ref", "cand"])
-    by = {r.endpoint: r for r in results}
-    return verdict_for("cand", [by["cand"]], [by["ref"]], "ref", VerdictPolicy(alpha=ALPHA))
-
-
-@pytest.fixture(scope="module")
-def cases() -> list[ToolcallCase]:
-    return _cases()
-
-
-def test_aa_runs_say_differs_at_most_alpha(cases: list[ToolcallCase]) -> None:
+@pytest.mark.slow
+def test_aa_family_of_point_nulls_says_differs_at_most_alpha() -> None:
     rng = np.random.default_rng(20260105)
-    statuses = []
+    suites = [(name, toolcall_cases(CASES, name, forced_every=2)) for name in "abcd"]
+    holm_differs = default_differs = 0
+    family_sizes = set()
     for _ in range(RUNS):
-        p, bad = _behaviour(rng)
-        v = _verdict(_records("ref", p, bad, rng), _records("cand", p, bad, rng), cases)
-        statuses.append(v.status)
-    differs = statuses.count("differs")
-    assert differs <= ALPHA * RUNS, f"{differs} of {RUNS} A/A runs said differs (allowed {ALPHA * RUNS:g})"
-    # a sampling A/A has trigger F1 well below 1, so it cannot be shown consistent: inconclusive, never differs
-    assert statuses.count("inconclusive") >= RUNS - differs - statuses.count("consistent")
+        pairs = []
+        for name, cases in suites:
+            p = sampling_behaviour(CASES, rng)
+            pairs.append(score_toolcall_pair(name, cases, Endpoint(p, 0.2), Endpoint(p, 0.2), rng))
+        v = judge(pairs, ALL_MATERIAL)
+        family_sizes.add(sum(1 for e in v.evidence if e.p_outside is not None))
+        holm_differs += v.status == "differs"
+        default_differs += judge(pairs, VerdictPolicy(alpha=ALPHA)).status == "differs"
+    assert min(family_sizes) >= 8, family_sizes  # the family Holm has to correct for
+    limit = 1.5 * ALPHA * RUNS
+    assert holm_differs <= limit, f"{holm_differs} of {RUNS} A/A runs said differs (limit {limit:g})"
+    assert default_differs <= limit, f"default policy: {default_differs} of {RUNS} A/A runs said differs"
 
 
-def test_deterministic_aa_is_consistent(cases: list[ToolcallCase]) -> None:
+def test_deterministic_aa_is_consistent() -> None:
     """The same replies under another name (a deterministic server): every difference is shown inside its margin."""
     rng = np.random.default_rng(1)
-    p, bad = _behaviour(rng)
-    ref = _records("ref", p, bad, rng)
+    cases = toolcall_cases(120, "s")
+    ref = toolcall_records("ref", "s", cases, Endpoint(sampling_behaviour(120, rng), 0.05), rng)
     cand = [r.model_copy(update={"endpoint": "cand"}) for r in ref]
-    v = _verdict(ref, cand, cases)
+    by = {r.endpoint: r for r in score_toolcall("s", cases, ref + cand, "ref", ["ref", "cand"])}
+    v = judge([(by["ref"], by["cand"])], VerdictPolicy(alpha=ALPHA))
     assert v.status == "consistent", v.headline
     assert v.headline.startswith("cand is consistent with ref: trigger F1")
-    assert {e.metric for e in v.evidence} == {"trigger_f1", "schema_accuracy"}
+    assert {"trigger_f1", "schema_accuracy"} <= {e.metric for e in v.evidence}
 
 
-def test_broken_schemas_are_found(cases: list[ToolcallCase]) -> None:
+def test_broken_schemas_are_found() -> None:
     """Power control: a candidate whose arguments are malformed 35% of the time (reference: 5%) differs."""
     rng = np.random.default_rng(2)
-    p, bad = _behaviour(rng)
-    v = _verdict(_records("ref", p, bad, rng), _records("cand", p, 0.35, rng), cases)
+    cases = toolcall_cases(200, "s")
+    p = np.full(200, 0.97)
+    v = judge([score_toolcall_pair("s", cases, Endpoint(p, 0.05), Endpoint(p, 0.35), rng)], VerdictPolicy())
     assert v.status == "differs", v.headline
-    assert "schema accuracy -" in v.headline
+    assert "schema accuracy" in v.headline and " -3" in v.headline
     schema = next(e for e in v.evidence if e.metric == "schema_accuracy")
     assert schema.significant and schema.p_holm is not None and schema.p_holm <= ALPHA

@@ -22,8 +22,11 @@ Policy (TOML)::
     alpha = 0.05
     fail_on = ["differs"]      # verdict statuses that fail the gate
     warn_on = ["inconclusive"]
-    [verdict.margins]          # equivalence margins: proportions in points (0.05 = 5 pts), kl_mean in nats
+    material = ["forced_call_success"]  # any significant difference counts, whatever its size
+    [verdict.margins]          # margins: proportions in points (0.05 = 5 pts), kl_mean in nats
     schema_accuracy = 0.05
+    [verdict.min_units]        # fewer independent units: the metric is "not testable"
+    task_success = 10
 
 What the gate judges (``decision``), and why the default is the point estimate:
 
@@ -234,7 +237,9 @@ def _parse_verdict(raw: Any, source: str) -> VerdictPolicy:
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: [verdict] must be a table")
     try:
-        vp = VerdictPolicy.model_validate({**raw, "margins": {**VerdictPolicy().margins, **raw.get("margins", {})}})
+        defaults = VerdictPolicy()
+        vp = VerdictPolicy.model_validate({**raw, "margins": {**defaults.margins, **raw.get("margins", {})},
+                                           "min_units": {**defaults.min_units, **raw.get("min_units", {})}})
     except ValidationError as exc:
         raise PolicyError(_pyd_error(source, "verdict", exc)) from exc
     for name, margin in vp.margins.items():
@@ -243,6 +248,16 @@ def _parse_verdict(raw: Any, source: str) -> VerdictPolicy:
                               f"(known: {', '.join(HEADLINE_METRICS)})")
         if margin <= 0:
             raise PolicyError(f"{source}: [verdict.margins].{name}: margin must be positive, got {margin!r}")
+    for name, units in vp.min_units.items():
+        if name not in HEADLINE_METRICS:
+            raise PolicyError(f"{source}: [verdict.min_units].{name}: not a headline metric "
+                              f"(known: {', '.join(HEADLINE_METRICS)})")
+        if units < 1:
+            raise PolicyError(f"{source}: [verdict.min_units].{name}: must be at least 1, got {units!r}")
+    for name in vp.material:
+        if name not in HEADLINE_METRICS:
+            raise PolicyError(f"{source}: [verdict].material: {name!r} is not a headline metric "
+                              f"(known: {', '.join(HEADLINE_METRICS)})")
     for key in ("fail_on", "warn_on"):
         for status in getattr(vp, key):
             if status not in _VERDICT_STATUSES:

@@ -118,6 +118,16 @@ class MetricEvidence(BaseModel):
     p_equivalence: float | None = None  # two one-sided tests: the larger of the two p-values
     equivalent: bool = False
     cases_to_settle: int | None = None  # more cases that would likely settle it, if the observed difference holds
+    # --- added with issue 38 (additive): each headline judged on its own unit against its margin, two-sided
+    status: Literal["differs", "consistent", "inconclusive", "not testable"] | None = None  # this metric's reading
+    unit: str | None = None  # what one unit of the difference is ("calls both endpoints made", "scenarios", ...)
+    independent_units: int | None = None  # how many independent units the interval rests on
+    min_units: int | None = None  # the policy's minimum; below it the metric is "not testable"
+    bound: Literal["estimate", "lower"] = "estimate"  # "lower": a lower bound (top-k KL): can differ, never consistent
+    material: bool = False  # the policy calls any significant difference material (point null, not the margin)
+    p_outside: float | None = None  # two-sided test of H0 |difference| <= margin (or the point null when material)
+    reason: str | None = None  # why not testable / how the interval was treated (zero width, legacy figure)
+    tail_mass: float | None = None  # KL lower bound: the reference's probability mass beyond its top-k (mean)
 
 
 class FingerprintEvidence(BaseModel):
@@ -130,6 +140,11 @@ class FingerprintEvidence(BaseModel):
     reference_distance: float | None = None
     margin: float
     names_other: bool = False  # a non-reference profile, ahead of the reference profile by at least ``margin``
+    # --- added with issue 38 (additive): the fingerprint in the same error budget (Holm family) as the metrics
+    p_value: float | None = None  # A/A-calibrated chance of a gap this large when the endpoint serves the reference
+    false_alarm_rate: float | None = None  # the measured A/A false-alarm rate of "names another profile"
+    p_holm: float | None = None  # Holm-adjusted in the endpoint's family of headline tests
+    significant: bool = False  # names another profile and p_holm <= alpha: enough for "differs"
 
 
 class Verdict(BaseModel):
@@ -142,8 +157,12 @@ class Verdict(BaseModel):
     evidence: list[MetricEvidence] = Field(default_factory=list)
     fingerprint: FingerprintEvidence | None = None
     alpha: float = 0.05
-    cases_to_settle: int | None = None  # inconclusive only: more cases (per suite) that would likely settle it
+    cases_to_settle: int | None = None  # inconclusive only: more units (of the slowest open metric) likely to settle it
     rule: str = "docs/verdict.md"
+    #: Added with issue 38 (additive): cautions a reader must see with the answer, e.g. that judging this run again
+    #: after adding cases is a second look that needs the sequential (anytime-valid) mode.
+    warnings: list[str] = Field(default_factory=list)
+    not_testable: list[str] = Field(default_factory=list)  # headline metrics below their minimum of independent units
 
 
 class TokenCost(BaseModel):

@@ -1,220 +1,91 @@
 """One verdict per candidate: consistent, differs or inconclusive, from the summary's per-suite results.
 
 Why a rule of its own: the per-suite tables give a reader twenty figures; the question they came with has one
-answer. The rule (written out in docs/verdict.md) is statistical so that it can be trusted both ways:
+answer. The rule (written out, with the convention chosen and why, in docs/verdict.md) judges each headline on its
+own unit against its margin, two-sided:
 
-* ``differs``: some headline comparison is significant after Holm correction across the endpoint's headline
-  tests (family-wise error at most ``alpha``), or the KL fingerprint names a non-reference profile, ahead of the
-  reference profile by at least the fingerprint margin.
-* ``consistent``: every headline difference is *shown* inside its equivalence margin by two one-sided tests
-  (an intersection-union test, so the overall error is at most ``alpha`` without correction), and the
-  fingerprint (when measured) does not name another profile. A non-significant difference is never enough.
-* ``inconclusive``: neither; with an estimate of how many more cases would settle it.
+* ``differs``: some headline difference is shown *beyond* its margin (H0 |d| <= margin rejected), or a metric the
+  policy marks as always material differs at all (point null), after Holm correction across the endpoint's family
+  of tests, the calibrated KL fingerprint included (family-wise error at most ``alpha``).
+* ``consistent``: every headline difference is *shown inside* its margin by two one-sided tests (an
+  intersection-union test, error at most ``alpha`` without correction), every headline rests on at least its
+  minimum of independent units, and the fingerprint does not name another profile.
+* ``inconclusive``: between; with the estimate, which metrics are "not testable", and how many more cases would
+  likely settle it, with the warning that judging the same run again needs the sequential mode.
 
-Everything is computed from figures already in the summary (intervals, paired comparisons, fingerprints), so a
-verdict can be recomputed from any ``summary.json`` (``compute_verdicts``) without the records.
+Everything is computed from figures already in the summary, so any ``summary.json`` can be judged again
+(``compute_verdicts``) without the records.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from statistics import NormalDist
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from verifier.records import Interval
 from verifier.run.claims import contradiction_headline
-from verifier.run.summary import (
-    EndpointSuiteResult,
-    FingerprintEvidence,
-    MetricEvidence,
-    RunSummary,
-    Verdict,
+from verifier.run.summary import EndpointSuiteResult, FingerprintEvidence, RunSummary, Verdict
+from verifier.run.verdict_evidence import Reading, read_fingerprint, read_suite
+from verifier.run.verdict_policy import HEADLINE_METRICS, HEADLINE_ORDER, VerdictPolicy
+from verifier.run.verdict_stats import more_units, p_inside, p_outside, p_point, spread
+from verifier.run.verdict_text import (
+    PEEKING_WARNING,
+    describe,
+    fingerprint_text,
+    margin_text,
+    not_testable_text,
 )
-from verifier.stats.intervals import newcombe_unpaired_diff
 from verifier.stats.multiple import adjust_pvalues
 
-__all__ = ["HEADLINE_METRICS", "VerdictPolicy", "compute_verdicts", "verdict_for"]
-
-#: Headline metrics, in the order a headline names them. ``forced_call_success`` is included when a suite reports it.
-HEADLINE_METRICS: dict[str, str] = {
-    "trigger_f1": "trigger F1",
-    "schema_accuracy": "schema accuracy",
-    "forced_call_success": "forced-call success",
-    "task_success": "agent task success",
-    "kl_mean": "mean KL",
-}
-#: Proportions are shown as points ("pts"); KL in nats.
-_PERCENT = {"trigger_f1", "schema_accuracy", "forced_call_success", "task_success"}
-_NORMAL = NormalDist()  # the standard library's normal: scipy.stats (~0.5 s to import) only for Fisher's test
-Z95 = _NORMAL.inv_cdf(0.975)
+__all__ = ["HEADLINE_METRICS", "VerdictPolicy", "compute_verdicts", "describe", "verdict_for"]
 
 
-class VerdictPolicy(BaseModel):
-    """``[verdict]`` in the policy file: error rate, equivalence margins, and what the gate does with each status."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    alpha: float = Field(0.05, gt=0, lt=0.5)
-    #: Equivalence margins: proportions in absolute points (0.05 = 5 points), kl_mean in nats per token.
-    margins: dict[str, float] = Field(default_factory=lambda: {
-        "trigger_f1": 0.05, "schema_accuracy": 0.05, "forced_call_success": 0.05, "task_success": 0.10,
-        "kl_mean": 0.01,
-    })
-    fingerprint_margin: float = Field(0.1, ge=0)  # decades of KL (RMS) the named profile must beat the reference's by
-    reference_profile: str = "bf16"  # the profile library's name for the reference variant
-    fail_on: list[str] = Field(default_factory=lambda: ["differs"])  # statuses that fail ``verifier gate``
-    warn_on: list[str] = Field(default_factory=lambda: ["inconclusive"])  # statuses that warn
-
-
-def _se(iv: Interval) -> float | None:
-    """Standard error implied by a 95% interval (normal approximation), None without one."""
-    if iv.low is None or iv.high is None:
-        return None
-    return max(0.0, (iv.high - iv.low) / (2 * Z95))
+def _test(r: Reading, policy: VerdictPolicy) -> None:
+    """Fill the reading's p-values: equivalence (TOST) and beyond-the-margin (or point null when material)."""
+    e = r.evidence
+    s = spread(e.difference)
+    if e.min_units is not None and (e.independent_units or 0) < e.min_units:
+        e.status = "not testable"
+        return
+    if e.material and r.can_be_outside:
+        e.test = e.test or "point null from the interval"
+        e.p_value = r.given_p if r.given_p is not None else (None if s is None else p_point(s))
+        e.p_outside = e.p_value
+    elif s is not None and e.margin is not None and r.can_be_outside:
+        e.p_value = r.given_p
+        e.p_outside = p_outside(s, e.margin, r.sides)
+        e.test = f"beyond ±margin, from the {e.difference.method or 'reported'} interval"
+    else:
+        e.p_value = r.given_p
+    if s is not None and e.margin is not None and r.can_be_inside:
+        e.p_equivalence = p_inside(s, e.margin, r.sides)
 
 
-def _tost(d: float, se: float | None, margin: float, *, one_sided_upper: bool = False) -> float | None:
-    """Two one-sided tests of |difference| < margin; returns the larger p (normal approximation on ``se``).
-
-    ``one_sided_upper``: only "difference < margin" is tested (KL cannot be negative, F1 shortfall cannot be
-    positive after the sign flip), so the other side holds by construction.
-    """
-    if se is None:
-        return None
-    if se == 0.0:
-        return 0.0 if abs(d) < margin else 1.0
-    p_upper = _NORMAL.cdf((d - margin) / se)  # H0: d >= margin
-    if one_sided_upper:
-        return p_upper
-    p_lower = _NORMAL.cdf(-(d + margin) / se)  # H0: d <= -margin (the survival function, by symmetry)
-    return max(p_upper, p_lower)
-
-
-def _cases_to_settle(d: float, se: float | None, n: int, margin: float | None, alpha: float, k: int,
-                     can_differ: bool) -> int | None:
-    """More cases that would settle this metric if the observed difference and spread held (se ~ 1/sqrt(n))."""
-    if se is None or se == 0.0 or n <= 0:
-        return None
-    needs: list[float] = []
-    if margin is not None and abs(d) < margin:
-        needs.append(n * (_NORMAL.inv_cdf(1 - alpha) * se / (margin - abs(d))) ** 2)
-    if can_differ and d != 0.0:
-        needs.append(n * (_NORMAL.inv_cdf(1 - alpha / (2 * max(k, 1))) * se / abs(d)) ** 2)
-    if not needs:
-        return None
-    return max(1, math.ceil(min(needs) - n))
+def _holm(readings: list[Reading], fp: FingerprintEvidence | None, alpha: float) -> int:
+    """Holm across the endpoint's family (every margin / material test, plus the fingerprint); returns its size."""
+    family: list[tuple[object, float]] = [(r.evidence, float(r.evidence.p_outside)) for r in readings
+                                          if r.evidence.p_outside is not None]
+    if fp is not None and fp.p_value is not None:
+        family.append((fp, fp.p_value))
+    for (item, _), adj in zip(family, adjust_pvalues([p for _, p in family], "holm")):
+        item.p_holm = adj  # type: ignore[attr-defined]
+    for r in readings:
+        e = r.evidence
+        e.significant = e.p_holm is not None and e.p_holm <= alpha
+        e.equivalent = e.status != "not testable" and e.p_equivalence is not None and e.p_equivalence <= alpha
+        if e.status is None:
+            e.status = "differs" if e.significant else "consistent" if e.equivalent else "inconclusive"
+    if fp is not None:
+        fp.significant = fp.names_other and fp.p_holm is not None and fp.p_holm <= alpha
+    return len(family)
 
 
-def _unpaired(cand: Interval, ref: Interval) -> tuple[Interval, float] | None:
-    """Difference of two proportions measured on separate draws: Newcombe interval and Fisher's exact p."""
-    if cand.value is None or ref.value is None or not cand.n or not ref.n:
-        return None
-    k1, k2 = round(cand.value * cand.n), round(ref.value * ref.n)
-    diff = newcombe_unpaired_diff(k2, ref.n, k1, cand.n)  # second minus first: candidate - reference
-    if diff.value is None:
-        return None
-    from scipy.stats import fisher_exact
-
-    p = float(fisher_exact([[k1, cand.n - k1], [k2, ref.n - k2]]).pvalue)
-    return diff, p
-
-
-def _evidence(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None,
-              policy: VerdictPolicy) -> list[MetricEvidence]:
-    """The headline metrics one suite measured for this candidate, each with its difference and tests."""
-    out: list[MetricEvidence] = []
-    for metric in HEADLINE_METRICS:
-        value = cand.metrics.get(metric)
-        margin = policy.margins.get(metric)
-        if metric == "trigger_f1":
-            if value is None or value.value is None:
-                continue
-            # F1 is agreement with the reference's own trigger decisions: 1 is the reference against itself.
-            # Its interval always lies at or below 0 after the shift, so significance comes from the paired
-            # McNemar test of trigger decisions (systematic over- or under-triggering), not from the F1 CI.
-            diff = Interval(value=value.value - 1, low=None if value.low is None else value.low - 1,
-                            high=None if value.high is None else value.high - 1, n=value.n, method=value.method)
-            comp = cand.comparisons.get("trigger_rate")
-            out.append(MetricEvidence(
-                metric=metric, suite=cand.suite, value=value, difference=diff,
-                basis="F1 against the reference's decisions minus 1 (its agreement with itself)",
-                test=f"trigger rate, paired ({comp.test})" if comp is not None and comp.p_value is not None else None,
-                p_value=comp.p_value if comp is not None else None, margin=margin,
-                p_equivalence=None if margin is None or diff.value is None
-                else _tost(-diff.value, _se(diff), margin, one_sided_upper=True),
-            ))
-        elif metric == "kl_mean":
-            if value is None or value.value is None:
-                continue
-            # KL is zero for the reference against itself and positive otherwise; a KL above zero is not by itself
-            # evidence of another model (a non-deterministic server has one too), so it only bounds equivalence.
-            out.append(MetricEvidence(
-                metric=metric, suite=cand.suite, value=value, difference=value, basis="KL(reference || candidate)",
-                margin=margin,
-                p_equivalence=None if margin is None else _tost(value.value, _se(value), margin, one_sided_upper=True),
-            ))
-        else:
-            comp = cand.comparisons.get(metric)
-            if comp is not None and comp.difference.value is not None:
-                diff, p, test, basis = comp.difference, comp.p_value, comp.test, f"paired comparison ({comp.test})"
-            else:
-                ref_iv = ref.metrics.get(metric) if ref is not None else None
-                if value is None or ref_iv is None:
-                    continue
-                unpaired = _unpaired(value, ref_iv)
-                if unpaired is None:
-                    continue
-                diff, p = unpaired
-                test, basis = "fisher_exact", "unpaired difference of proportions (Newcombe interval)"
-            out.append(MetricEvidence(
-                metric=metric, suite=cand.suite, value=value, difference=diff, basis=basis, test=test, p_value=p,
-                margin=margin,
-                p_equivalence=None if margin is None or diff.value is None else _tost(diff.value, _se(diff), margin),
-            ))
-    return out
-
-
-def _fingerprint(cand: EndpointSuiteResult, policy: VerdictPolicy) -> FingerprintEvidence | None:
-    fp = cand.extra.get("fingerprint")
-    if not isinstance(fp, dict) or "verdict" not in fp:
-        return None
-    ranking = {str(name): float(d) for name, d in fp.get("ranking", [])}
-    best = str(fp["verdict"])
-    ref_d = ranking.get(policy.reference_profile)
-    dist = fp.get("distance")
-    names_other = (
-        best not in ("unknown", "no profiles", policy.reference_profile)
-        and dist is not None and ref_d is not None
-        and ref_d - float(dist) >= policy.fingerprint_margin
-        and policy.reference_profile not in fp.get("indistinguishable_from", [])
-    )
-    return FingerprintEvidence(suite=cand.suite, profile=best, distance=dist,
-                               reference_profile=policy.reference_profile,
-                               reference_distance=ref_d, margin=policy.fingerprint_margin, names_other=names_other)
-
-
-def _pts(metric: str, v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    if metric in _PERCENT:
-        return f"{100 * v:+.1f}"
-    return f"{v:.3g}"
-
-
-def describe(e: MetricEvidence) -> str:
-    """``trigger F1 -6.2 pts [-8.1, -4.3]`` or ``mean KL 0.021 [0.018, 0.024] nats``."""
-    d = e.difference
-    unit = " pts" if e.metric in _PERCENT else " nats"
-    ci = f" [{_pts(e.metric, d.low)}, {_pts(e.metric, d.high)}]" if d.low is not None and d.high is not None else ""
-    return f"{HEADLINE_METRICS[e.metric]} {_pts(e.metric, d.value)}{unit}{ci}"
-
-
-def _margin_text(e: MetricEvidence) -> str:
-    if e.margin is None:
-        return "no margin set"
-    return f"±{100 * e.margin:g} pts" if e.metric in _PERCENT else f"< {e.margin:g} nats"
+def _settle(readings: list[Reading], policy: VerdictPolicy, family: int) -> None:
+    for r in readings:
+        e = r.evidence
+        s = spread(e.difference)
+        if e.status == "inconclusive" and s is not None and e.independent_units:
+            e.cases_to_settle = more_units(s, e.independent_units, e.margin, policy.alpha, family,
+                                           material=e.material and r.can_be_outside, sides=r.sides,
+                                           can_be_inside=r.can_be_inside)
 
 
 def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference_results: Iterable[EndpointSuiteResult],
@@ -222,67 +93,74 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
     """The verdict of one candidate from its per-suite results and the reference's (same suites)."""
     policy = policy or VerdictPolicy()
     refs = {r.suite: r for r in reference_results}
-    evidence: list[MetricEvidence] = []
+    readings: list[Reading] = []
     fingerprints: list[FingerprintEvidence] = []
-    for r in results:
-        evidence += _evidence(r, refs.get(r.suite), policy)
-        fp = _fingerprint(r, policy)
+    for res in results:
+        readings += read_suite(res, refs.get(res.suite), policy)
+        fp = read_fingerprint(res, policy)
         if fp is not None:
             fingerprints.append(fp)
-    tested = [e for e in evidence if e.p_value is not None]
-    for e, adj in zip(tested, adjust_pvalues([float(e.p_value) for e in tested], "holm")):  # type: ignore[arg-type]
-        e.p_holm = adj
-        e.significant = adj <= policy.alpha
-    for e in evidence:
-        e.equivalent = e.p_equivalence is not None and e.p_equivalence <= policy.alpha
-        if not e.significant and not e.equivalent:
-            d = float(e.difference.value or 0.0)
-            if e.metric == "trigger_f1":
-                d = -d  # the shortfall from perfect agreement
-            e.cases_to_settle = _cases_to_settle(d, _se(e.difference), e.difference.n, e.margin, policy.alpha,
-                                                 len(tested),
-                                                 can_differ=e.test is not None and e.metric != "trigger_f1")
+    readings.sort(key=lambda r: HEADLINE_ORDER.index(r.evidence.metric))
     fingerprint = next((f for f in fingerprints if f.names_other), fingerprints[0] if fingerprints else None)
-    significant = [e for e in evidence if e.significant]
-    named = fingerprint is not None and fingerprint.names_other
-    fp_text = ""
-    if fingerprint is not None and fingerprint.profile not in ("no profiles",):
-        fp_text = f"KL profile closest to {fingerprint.profile}" + ("" if named or fingerprint.profile != "unknown"
-                                                                    else " (no known profile within reach)")
-    if significant or named:
-        parts = [describe(e) for e in significant]
-        if named and fingerprint is not None:
-            kl = next((e for e in evidence if e.metric == "kl_mean" and e.suite == fingerprint.suite), None)
-            parts.append(fp_text + (f" ({describe(kl)})" if kl is not None else ""))
-        return Verdict(endpoint=endpoint, reference=reference, status="differs", alpha=policy.alpha,
-                       headline=f"{endpoint} differs from {reference}: " + "; ".join(parts),
-                       evidence=evidence, fingerprint=fingerprint)
-    fp_ok = fingerprint is None or fingerprint.profile in (policy.reference_profile, "no profiles")
-    if evidence and all(e.equivalent for e in evidence) and fp_ok:
-        parts = [f"{describe(e)} within {_margin_text(e)}" for e in evidence]
-        if fp_text:
+    for r in readings:
+        _test(r, policy)
+    family = _holm(readings, fingerprint, policy.alpha)
+    _settle(readings, policy, family)
+    evidence = [r.evidence for r in readings]
+    untestable = [e for e in evidence if e.status == "not testable"]
+    common = dict(endpoint=endpoint, reference=reference, alpha=policy.alpha, evidence=evidence,
+                  fingerprint=fingerprint, not_testable=list(dict.fromkeys(e.metric for e in untestable)))
+    fp_text = fingerprint_text(fingerprint)
+
+    shown = [e for e in evidence if e.significant]
+    if shown or (fingerprint is not None and fingerprint.significant):
+        parts = [describe(e) + (" (a significant difference on a metric marked material)" if e.material else "")
+                 for e in shown]
+        if fingerprint is not None and fingerprint.significant:
             parts.append(fp_text)
-        return Verdict(endpoint=endpoint, reference=reference, status="consistent", alpha=policy.alpha,
-                       headline=f"{endpoint} is consistent with {reference}: " + "; ".join(parts),
-                       evidence=evidence, fingerprint=fingerprint)
+        return Verdict(status="differs", headline=f"{endpoint} differs from {reference}: " + "; ".join(parts),
+                       **common)  # type: ignore[arg-type]
+    fp_ok = fingerprint is None or (fingerprint.profile in (policy.reference_profile, "no profiles")
+                                    and not fingerprint.names_other)
+    if evidence and all(e.status == "consistent" for e in evidence) and fp_ok:
+        parts = [f"{describe(e)} within {margin_text(e)}" for e in evidence] + ([fp_text] if fp_text else [])
+        return Verdict(status="consistent", headline=f"{endpoint} is consistent with {reference}: " + "; ".join(parts),
+                       **common)  # type: ignore[arg-type]
     if not evidence:
-        return Verdict(endpoint=endpoint, reference=reference, status="inconclusive", alpha=policy.alpha,
-                       headline=f"{endpoint} vs {reference} is inconclusive: no headline metric was measured "
-                                f"(run a toolcall, agent or logprob suite)",
-                       evidence=evidence, fingerprint=fingerprint)
-    open_ = [e for e in evidence if not e.equivalent]
-    parts = [f"{describe(e)} not shown within {_margin_text(e)}" for e in open_]
+        return Verdict(status="inconclusive", headline=f"{endpoint} vs {reference} is inconclusive: no headline "
+                                                       f"metric was measured (run a toolcall, agent or logprob suite)",
+                       **common)  # type: ignore[arg-type]
+    return _inconclusive(endpoint, reference, readings, fingerprint, fp_ok, fp_text, common)
+
+
+def _inconclusive(endpoint: str, reference: str, readings: list[Reading], fingerprint: FingerprintEvidence | None,
+                  fp_ok: bool, fp_text: str, common: dict) -> Verdict:
+    """The estimate of every open metric, what is not testable, and how many more would settle it (with a warning)."""
+    open_ = [r for r in readings if r.evidence.status == "inconclusive"]
+    parts = []
+    for r in open_:
+        e = r.evidence
+        why = "a lower bound cannot show it small" if not r.can_be_inside else f"not shown within {margin_text(e)}"
+        parts.append(f"{describe(e)} {why}")
+    parts += [not_testable_text(r.evidence) for r in readings if r.evidence.status == "not testable"]
     if not fp_ok and fp_text:
-        parts.append(fp_text + " (not the reference's, but without margin)")
-    needed = [e.cases_to_settle for e in open_ if e.cases_to_settle is not None]
-    settle = max(needed) if needed and len(needed) == len(open_) else None
-    stuck = [HEADLINE_METRICS[e.metric] for e in open_ if e.cases_to_settle is None]
-    tail = (f"; about {settle} more cases per suite would likely settle it" if settle is not None
-            else f"; more cases alone may not settle it ({', '.join(dict.fromkeys(stuck))}: at or beyond the margin "
-                 f"without a significant difference)")
-    return Verdict(endpoint=endpoint, reference=reference, status="inconclusive", alpha=policy.alpha,
-                   headline=f"{endpoint} vs {reference} is inconclusive: " + "; ".join(parts) + tail,
-                   evidence=evidence, fingerprint=fingerprint, cases_to_settle=settle)
+        parts.append(fp_text + ("" if fingerprint is not None and fingerprint.names_other
+                                else " (not the reference's, but without margin)"))
+    needed = [(r.evidence.cases_to_settle, r.evidence.unit) for r in open_ if r.evidence.cases_to_settle is not None]
+    warnings: list[str] = []
+    settle = None
+    if needed and len(needed) == len(open_):
+        settle, unit = max(needed, key=lambda x: x[0] or 0)
+        tail = f"; about {settle} more {unit or 'cases'} would likely settle it ({PEEKING_WARNING})"
+        warnings.append(PEEKING_WARNING)
+    elif open_:
+        stuck = [HEADLINE_METRICS[r.evidence.metric] for r in open_ if r.evidence.cases_to_settle is None]
+        tail = (f"; more cases alone may not settle it ({', '.join(dict.fromkeys(stuck))}: a lower bound, at the "
+                f"margin, or beyond it without enough evidence)")
+    else:
+        tail = ""
+    return Verdict(status="inconclusive", headline=f"{endpoint} vs {reference} is inconclusive: " + "; ".join(parts)
+                   + tail, cases_to_settle=settle, warnings=warnings, **common)
 
 
 def compute_verdicts(summary: RunSummary, policy: VerdictPolicy | None = None) -> dict[str, Verdict]:
