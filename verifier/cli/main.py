@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 
 from verifier import history as history_store
-from verifier.cli.compose import Publish, merge_and_publish, render, run_and_publish
+from verifier.cli.compose import Publish, gate_outcome, merge_and_publish, render, run_and_publish
 from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, from_flags, load_config
 from verifier.run.errors import InputError, RunFailed
@@ -155,6 +155,9 @@ def run(
     for w in outcome.warnings:
         print(f"warning: {w}", file=sys.stderr)
     _print_summary(outcome)
+    if not settings.shard and (outcome.run_dir / "summary.json").exists():
+        gate_db = None if no_history else (db or _run_db(outcome.run_dir) or _existing_default_db())
+        _out.print(gate_outcome(outcome.run_dir, gate_db), markup=False, highlight=False)
     if outcome.problems:
         for line in outcome.problems[:-1]:
             print(f"error: {line}", file=sys.stderr)
