@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["GLOSSARY", "TEST_NAMES", "entry", "glossary_id", "glossary_key", "test_words"]
+__all__ = ["GLOSSARY", "TEST_NAMES", "entry", "glossary_id", "glossary_key", "describe_test"]
 
 #: Definitions by exact name (also the glossary list at the foot of the page, in this order).
 GLOSSARY: dict[str, str] = {
@@ -134,7 +134,7 @@ def glossary_id(metric: str) -> str:
     return "g-" + "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in glossary_key(metric))
 
 
-def test_words(test: str | None) -> str:
+def describe_test(test: str | None) -> str:
     """A significance test's name in words (an unknown name is shown with underscores as spaces)."""
     if not test:
         return ""

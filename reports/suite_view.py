@@ -14,7 +14,7 @@ from typing import Any
 from reports import charts
 from reports.chart_worker import ChartDrawer, ChartJob
 from reports.disagreements import real_disagreements
-from reports.glossary import entry, test_words
+from reports.glossary import entry, describe_test
 from reports.numbers import fmt_diff, fmt_value
 from reports.view import Cell, Chart, Collapsed, ComparisonRow, DisagreementCount, MetricRow, SuiteSection
 from verifier.history.gate import Check, GateResult, metric_info
@@ -130,7 +130,7 @@ def _comparisons(endpoints: list[str], by_ep: dict[str, EndpointSuiteResult]) ->
                 ci=(f"[{fmt_diff(name, d.low)}, {fmt_diff(name, d.high)}]" if d.low is not None and d.high is not None
                     else "CI not computed"),
                 n=d.n, p_value="n/a" if c.p_value is None else ("< 0.0001" if c.p_value < 1e-4 else f"{c.p_value:.2g}"),
-                test=test_words(c.test),
+                test=describe_test(c.test),
             ))
     return out
 
