@@ -14,7 +14,7 @@ from typing import Any
 from reports import charts
 from reports.chart_worker import ChartDrawer, ChartJob
 from reports.disagreements import real_disagreements
-from reports.glossary import entry, describe_test
+from reports.glossary import describe_test, entry
 from reports.numbers import fmt_diff, fmt_value
 from reports.view import Cell, Chart, Collapsed, ComparisonRow, DisagreementCount, MetricRow, SuiteSection
 from verifier.history.gate import Check, GateResult, metric_info

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from reports.glossary import entry, glossary_id, describe_test
+from reports.glossary import describe_test, entry, glossary_id
 from verifier.history.gate import METRICS
 from verifier.kinds.logprob.stats import KL_PERCENTILES
 
