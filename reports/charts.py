@@ -244,7 +244,7 @@ def difference_chart(rows: Sequence[tuple[str, str, Interval, str]], key: str,
     unit = rows[0][3] if rows else ""
     scale = 100.0 if unit == "%" else 1.0
     with _matplotlib().rc_context(_RC):
-        fig = _figure(4.6, max(1.6, 0.3 * len(rows) + 0.9))
+        fig = _figure(4.6, max(1.8, 0.45 * len(rows) + 0.9))
         ax = fig.add_subplot()
         ax.axvline(0.0, color="#57606a", linewidth=0.8)
         ticks, labels, lows, highs = [], [], [0.0], [0.0]
@@ -257,12 +257,12 @@ def difference_chart(rows: Sequence[tuple[str, str, Interval, str]], key: str,
             ax.errorbar([v], [-y], xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]], fmt="o", ms=4, capsize=3,
                         color=_pick(colours, endpoint, y + 1))
             ticks.append(-y)
-            labels.append(f"{label} · {endpoint}")
+            labels.append(f"{label}\n{endpoint}")  # two lines: long endpoint names keep the axes wide
             lows.append(lo)
             highs.append(hi)
         span = max(highs) - min(lows) or 1.0
         ax.set_xlim(min(lows) - 0.08 * span, max(highs) + 0.08 * span)
         ax.set_ylim(-len(rows) + 0.4, 0.6)
         ax.set_yticks(ticks, labels)
-        ax.set_xlabel("candidate − reference" + (" (points)" if unit == "%" else f" ({unit})" if unit else ""))
+        ax.set_xlabel("cand − ref" + (" (points)" if unit == "%" else f" ({unit})" if unit else ""))
         return _svg(fig, key)
