@@ -47,6 +47,7 @@ def _real_run(tmp: Path) -> Path:
         ])
     assert res.exit_code == 0, res.output
     assert (out / "report.html").exists(), res.output
+    assert "gate: " in res.output and "under <default policy>, judged by each candidate's verdict" in res.output
     return out
 
 

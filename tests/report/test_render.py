@@ -311,3 +311,13 @@ def test_notes_shown_once_with_their_endpoints(tmp_path: Path) -> None:
     assert html.count("kl_* figures: decode path") == 1
     assert "<b>ref, fp8-kv, int4-decode</b>: kl_* figures: decode path" in html
     assert "<b>fp8-kv</b>: only mine" in html
+
+
+def test_verifier_run_prints_the_gate_outcome_under_the_default_policy(tmp_path: Path) -> None:
+    """The line `verifier run` prints: the gate judged by each candidate's verdict, nothing absolute."""
+    from verifier.cli.compose import gate_outcome
+
+    summary, records = make_summary()
+    line = gate_outcome(write_run(tmp_path / "g", summary, records))
+    assert line == ("gate: fail under <default policy>, judged by each candidate's verdict (fp8-kv verdict warn; "
+                    "int4-decode verdict fail); drift not tested (no history database)")

@@ -160,12 +160,16 @@ def gate_outcome(run_dir: Path, db: DbArg = None) -> str:
     summary = RunSummary.read(Path(run_dir))
     policy = DEFAULT_POLICY
     drift = None
-    if db is not None and history_store.history_exists(db):
-        drift = detect_drift(summary, db, policy.drift)
-    if drift is None:  # no history: drift cannot be tested, and is said so instead of a warn
+    drift_note = "; drift not tested (no history database)"
+    try:
+        if db is not None and history_store.history_exists(db):
+            drift = detect_drift(summary, db, policy.drift)
+            drift_note = ""
+    except HistoryError:  # a database that is down was already a warning of the run; the gate line still prints
+        drift_note = "; drift not tested (history database unreachable)"
+    if drift is None:  # drift cannot be tested: said so instead of a warn
         policy = policy.model_copy(update={"allow_drift": True})
     result = evaluate(summary, policy, drift)
     bad = [f"{c.endpoint} {c.name} {c.status}" for c in result.checks if c.status in ("fail", "warn")]
     why = f" ({'; '.join(bad)})" if bad else ""
-    drift_note = "" if drift is not None else "; drift not tested (no history database)"
     return f"gate: {result.status} under {result.policy}, judged by each candidate's verdict{why}{drift_note}"

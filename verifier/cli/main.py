@@ -156,7 +156,7 @@ def run(
         print(f"warning: {w}", file=sys.stderr)
     _print_summary(outcome)
     if not settings.shard and (outcome.run_dir / "summary.json").exists():
-        gate_db = None if no_history else (db or _run_db(outcome.run_dir) or _existing_default_db())
+        gate_db = None if no_history else (db or _run_db(outcome.run_dir) or _quiet_default_db())
         _out.print(gate_outcome(outcome.run_dir, gate_db), markup=False, highlight=False)
     if outcome.problems:
         for line in outcome.problems[:-1]:
@@ -248,6 +248,15 @@ def _run_db(run_dir: Path) -> str | None:
     if not recorded.get("history", True) or db is None or recorded.get("db_redacted"):
         return None
     return str(db) if history_store.history_exists(str(db)) else None
+
+
+def _quiet_default_db() -> Any:
+    """The default history when there is one; None (never an exit) when $VERIFIER_DB cannot be read."""
+    try:
+        loc = history_store.default_location()
+    except HistoryError:
+        return None
+    return loc if loc.exists() else None
 
 
 def _existing_default_db() -> Any:
