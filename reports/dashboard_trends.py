@@ -83,7 +83,8 @@ def trend_charts(points: list[MetricPoint], flags: dict[tuple[str, str], list[st
             label = metric_info(metric).label
             title = f"{label} · {suite}: " + ("difference from the reference over time" if relative
                                                else "against the reference over time")
-            y_label = (f"cand − ref ({unit})" if relative else f"{label} ({unit})" if unit else label)
+            own_unit = "%" if unit == "points" else unit  # a rate itself is in percent, its difference in points
+            y_label = (f"cand − ref ({unit})" if relative else f"{label} ({own_unit})" if unit else label)
             caption = ("0 = the reference in the same run; band = 95% CI of the paired difference where the run "
                        "has one; red cross = drift flagged." if relative else
                        "Measured against the reference already (0 = identical to it); band = 95% CI.")
