@@ -3,8 +3,9 @@
 Why here, at the point the report composes them: the scoring modules (``verifier.kinds.*.scoring``) list every
 case a check flagged, and a case where both endpoints fail the schema the same way (same calls, same arguments,
 same text) is flagged for both. Those rows say nothing about the candidate, so the report drops them before it
-counts or shows anything. ``verifier.kinds`` may call :func:`is_identical` too (it imports nothing from reports'
-rendering side).
+counts or shows anything (``reports.suite_view`` for the counts, ``reports.report_view`` for the listed rows).
+The layering rules keep ``verifier.kinds`` from importing ``reports``; should scoring want the same test, this
+module imports only ``verifier.run.summary`` and can move beside it unchanged.
 """
 
 from __future__ import annotations
