@@ -12,6 +12,7 @@ history of ``--runs`` nights with a real shift. Load time = navigation to the lo
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -25,6 +26,15 @@ from reports.render import render_report  # noqa: E402
 from tests.report.cdp import Browser  # noqa: E402
 from tests.report.fixtures import build_history, make_summary, write_run  # noqa: E402
 from tests.report.test_render import _many_disagreements  # noqa: E402
+
+
+def chart_share(path: Path) -> str:
+    """How many inline SVG charts the page holds and what share of its bytes they are."""
+    html = path.read_text(encoding="utf-8")
+    svgs = re.findall(r"<svg .*?</svg>", html, re.S)
+    size = sum(len(s.encode("utf-8")) for s in svgs)
+    share = 100 * size / max(1, len(html.encode("utf-8")))
+    return f"{len(svgs)} charts, {size / 1e3:.0f} kB = {share:.0f}% of the bytes"
 
 
 def load_times(browser: Browser, path: Path, repeats: int) -> tuple[list[float], dict[int, int]]:
@@ -54,19 +64,24 @@ def main() -> None:
         t0 = time.perf_counter()
         report = render_report(write_run(root / "big", _many_disagreements(summary, 600), records))
         render_s = time.perf_counter() - t0
+        small, small_records = make_summary()
+        t0 = time.perf_counter()
+        fixture = render_report(write_run(root / "fixture", small, small_records))
+        fixture_s = time.perf_counter() - t0
         db = build_history(root / "hist", args.runs, shift_at=args.runs - 10)
         t0 = time.perf_counter()
         dash = render_dashboard(db, root / "dashboard.html")
         dash_s = time.perf_counter() - t0
         with Browser(root / "profile") as b:
             b.send("Page.enable")
-            for name, path, render_time, limit_mb in (("report, 2,000 cases", report, render_s, 3),
+            for name, path, render_time, limit_mb in (("report, 120-case fixture", fixture, fixture_s, 3),
+                                                      ("report, 2,000 cases", report, render_s, 3),
                                                       (f"dashboard, {args.runs} runs", dash, dash_s, 5)):
                 times, widths = load_times(b, path, args.repeats)
                 print(f"{name}: {path.stat().st_size / 1e6:.2f} MB (limit {limit_mb} MB), rendered in "
                       f"{render_time:.1f} s, load median {statistics.median(times):.2f} s over {len(times)} "
                       f"(min {min(times):.2f}, max {max(times):.2f}), page width at 1280/390 px: "
-                      f"{widths[1280]}/{widths[390]}")
+                      f"{widths[1280]}/{widths[390]}; {chart_share(path)}")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,15 @@ from verifier.run.summary import Series
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["colour_map", "history_chart", "latency_chart", "rates_chart", "series_chart", "series_title", "trend_chart"]
+__all__ = ["colour_map", "difference_chart", "history_chart", "latency_chart", "rates_chart", "series_chart",
+           "series_title", "trend_chart"]
 
 # A colour-blind-safe palette (Okabe-Ito); the reference is always drawn first, in black.
 PALETTE = ["#000000", "#E69F00", "#56B4E9", "#009E73", "#D55E00", "#0072B2", "#CC79A7", "#F0E442"]
 _RC = {
     "svg.fonttype": "none",
     "text.parse_math": False,
-    "font.size": 9,
+    "font.size": 10,  # at a phone's 390 px the 4.6-inch figure shrinks to ~0.8: text stays >= 10 px
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
@@ -70,7 +71,7 @@ def _plain_ticks(axis) -> None:  # noqa: ANN001 - a matplotlib Axis
     axis.set_minor_formatter(NullFormatter())
 
 
-def _figure(width: float = 7.0, height: float = 3.0) -> Figure:
+def _figure(width: float = 4.6, height: float = 2.8) -> Figure:
     from matplotlib.figure import Figure
 
     with _matplotlib().rc_context(_RC):
@@ -95,7 +96,7 @@ def rates_chart(rows: Sequence[tuple[str, str, Interval]], key: str, colours: Ma
     metrics = list(dict.fromkeys(m for m, _, _ in rows))
     endpoints = list(dict.fromkeys(e for _, e, _ in rows))
     with _matplotlib().rc_context(_RC):
-        fig = _figure(7.0, max(1.8, 0.22 * len(rows) + 0.35 * len(metrics) + 0.6))
+        fig = _figure(4.6, max(1.8, 0.22 * len(rows) + 0.35 * len(metrics) + 0.6))
         ax = fig.add_subplot()
         ticks, labels, y = [], [], 0.0
         for m in metrics:
@@ -148,7 +149,7 @@ def series_chart(name: str, by_endpoint: Mapping[str, Series], key: str,
             _plain_ticks(ax.xaxis)
         ax.set_xlabel(any_s.x_label or "x")
         ax.set_ylabel(any_s.y_label or series_title(name))
-        ax.legend(loc="best", fontsize=8, frameon=False)
+        ax.legend(loc="best", frameon=False)
         return _svg(fig, key)
 
 
@@ -170,7 +171,7 @@ def latency_chart(by_endpoint: Mapping[str, Sequence[float]], key: str,
         ax.set_xlabel("request latency, seconds (log scale)")
         ax.set_ylabel("share of requests at or below")
         ax.set_ylim(0, 1.02)
-        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        ax.legend(loc="lower right", frameon=False)
         return _svg(fig, key)
 
 
@@ -178,7 +179,7 @@ def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, 
                   key: str, colours: Mapping[str, str] | None = None) -> str:
     """A metric over runs per endpoint: (started_at, value, low, high), CI as error bars, oldest left."""
     with _matplotlib().rc_context(_RC):
-        fig = _figure(7.0, 2.6)
+        fig = _figure(4.6, 2.8)
         ax = fig.add_subplot()
         runs = sorted({p[0] for pts in points.values() for p in pts})
         index = {r: i for i, r in enumerate(runs)}
@@ -193,36 +194,75 @@ def history_chart(points: Mapping[str, Sequence[tuple[str, float, float | None, 
         ax.set_xticks(range(0, len(runs), step), [runs[j][:10] for j in range(0, len(runs), step)])
         ax.set_xlabel("run (start date)")
         ax.set_ylabel(metric)
-        ax.legend(loc="best", fontsize=8, frameon=False)
+        ax.legend(loc="best", frameon=False)
         return _svg(fig, key)
 
 
 def trend_chart(lines: Mapping[str, Sequence[tuple[int, float, float | None, float | None]]], ticks: Sequence[str],
-                drift: Mapping[str, Sequence[tuple[int, float]]], y_label: str, key: str) -> str:
-    """A headline metric over a long run history: one line per suite, its 95% CI as a band, drift as red crosses.
+                drift: Mapping[str, Sequence[tuple[int, float]]], y_label: str, key: str,
+                colours: Mapping[str, str] | None = None, zero_line: bool = False) -> str:
+    """A figure over a long run history: one line per series (endpoint), its 95% CI as a band, drift as red crosses.
 
-    ``lines``: suite -> (run index, value, low, high); ``ticks``: run labels by index; ``drift``: suite -> points
-    flagged by the drift test. A band instead of error bars keeps a chart of hundreds of runs small and legible.
+    ``lines``: series -> (run index, value, low, high); ``ticks``: run labels by index (a newline splits date and
+    time); ``drift``: series -> points flagged by the drift test; ``zero_line``: draw y = 0 (differences from the
+    reference). A band instead of error bars keeps a chart of hundreds of runs small and legible.
     """
     with _matplotlib().rc_context(_RC):
-        fig = _figure(7.0, 2.4)
+        fig = _figure(4.6, 2.8)
         ax = fig.add_subplot()
-        for i, (suite, pts) in enumerate(lines.items()):
-            c = _colour(i + 1)
+        if zero_line:
+            ax.axhline(0.0, color="#57606a", linewidth=0.8)
+        for i, (name, pts) in enumerate(lines.items()):
+            c = _pick(colours, name, i + 1)
             xs = [p[0] for p in pts]
-            ax.plot(xs, [p[1] for p in pts], color=c, marker="o" if len(pts) <= 60 else None, ms=2.5, linewidth=1.2,
-                    label=suite)
+            ax.plot(xs, [p[1] for p in pts], color=c, marker="o" if len(pts) <= 60 else None, ms=3, linewidth=1.2,
+                    label=name)
             banded = [(x, low, high) for x, _, low, high in pts if low is not None and high is not None]
             if banded:
                 ax.fill_between([b[0] for b in banded], [b[1] for b in banded], [b[2] for b in banded], color=c,
                                 alpha=0.15, linewidth=0)
-            flagged = drift.get(suite, [])
+            flagged = drift.get(name, [])
             if flagged:
                 ax.plot([x for x, _ in flagged], [y for _, y in flagged], linestyle="none", marker="x", ms=7,
-                        mew=2, color="#cf222e", label=f"{suite}: drift")
-        step = max(1, len(ticks) // 6)
+                        mew=2, color="#cf222e", label=f"{name}: drift")
+        step = max(1, math.ceil(len(ticks) / 4))
         ax.set_xticks(range(0, len(ticks), step), [ticks[j] for j in range(0, len(ticks), step)])
-        ax.set_xlabel("run (start date), oldest left")
+        ax.set_xlabel("run start (UTC), oldest left")
         ax.set_ylabel(y_label)
-        ax.legend(loc="best", fontsize=8, frameon=False)
+        ax.legend(loc="best", frameon=False)
+        return _svg(fig, key)
+
+
+def difference_chart(rows: Sequence[tuple[str, str, Interval, str]], key: str,
+                     colours: Mapping[str, str] | None = None) -> str:
+    """Candidate minus reference with 95% CIs, one dot + bar per (metric, endpoint), on an axis zoomed to the
+    differences (0 = same as the reference, drawn as a line). ``rows``: (label, endpoint, difference, unit).
+
+    Why differences rather than the rates themselves: rates near 100% bunch at one end of a 0-1 axis and hide
+    exactly what a reader asks, how far the candidate is from the reference and whether that could be noise.
+    """
+    unit = rows[0][3] if rows else ""
+    scale = 100.0 if unit == "%" else 1.0
+    with _matplotlib().rc_context(_RC):
+        fig = _figure(4.6, max(1.8, 0.45 * len(rows) + 0.9))
+        ax = fig.add_subplot()
+        ax.axvline(0.0, color="#57606a", linewidth=0.8)
+        ticks, labels, lows, highs = [], [], [0.0], [0.0]
+        for y, (label, endpoint, d, _) in enumerate(rows):
+            if d.value is None:
+                continue
+            v = d.value * scale
+            lo = d.low * scale if d.low is not None else v
+            hi = d.high * scale if d.high is not None else v
+            ax.errorbar([v], [-y], xerr=[[max(v - lo, 0.0)], [max(hi - v, 0.0)]], fmt="o", ms=4, capsize=3,
+                        color=_pick(colours, endpoint, y + 1))
+            ticks.append(-y)
+            labels.append(f"{label}\n{endpoint}")  # two lines: long endpoint names keep the axes wide
+            lows.append(lo)
+            highs.append(hi)
+        span = max(highs) - min(lows) or 1.0
+        ax.set_xlim(min(lows) - 0.08 * span, max(highs) + 0.08 * span)
+        ax.set_ylim(-len(rows) + 0.4, 0.6)
+        ax.set_yticks(ticks, labels)
+        ax.set_xlabel("cand − ref" + (" (points)" if unit == "%" else f" ({unit})" if unit else ""))
         return _svg(fig, key)

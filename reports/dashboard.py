@@ -18,12 +18,13 @@ import os
 from collections import defaultdict
 from importlib import resources
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
 from pydantic import BaseModel, Field
 
-from reports import charts
+from reports.dashboard_trends import TrendChart, cost_chart, run_costs, trend_charts
 from verifier.history import (
     CostPoint,
     DbArg,
@@ -43,6 +44,8 @@ __all__ = ["DASHBOARD_METRICS", "DashboardRun", "build_dashboard", "render_dashb
 
 #: Headline metrics drawn per endpoint, in order (forced_call_success appears once a suite reports it).
 DASHBOARD_METRICS = list(HEADLINE_METRICS)
+#: Also drawn over time, never drift-tested: latency follows the machine's load as much as the endpoint.
+TREND_ONLY = ["latency_p50_s"]
 
 
 class DashboardRun(BaseModel):
@@ -59,21 +62,13 @@ class DashboardRun(BaseModel):
     cost: str | None = None  # "$0.0123 (120 requests)" from the history's cost rows; None: none indexed
 
 
-class TrendChart(BaseModel):
-    id: str
-    title: str
-    metric: str
-    svg: str | None = None
-    sentence: str | None = None  # when one or two runs cannot show a trend
-
-
 class EndpointView(BaseModel):
     name: str
     is_reference: bool
     runs: list[DashboardRun]  # newest first
-    charts: list[TrendChart]
     metrics: list[str] = Field(default_factory=list)  # headline metrics this endpoint has any figure for
     drift_total: int = 0
+    drift_words: str = ""  # "drift flagged in 1 of 115 runs tested" or "drift not tested (needs 6 runs, has 3)"
 
 
 class DashboardView(BaseModel):
@@ -82,6 +77,8 @@ class DashboardView(BaseModel):
     endpoints: list[EndpointView]
     drift_statement: str
     generated_from: str
+    trends: list[TrendChart] = Field(default_factory=list)  # every endpoint on one axis per metric and suite
+    cost: TrendChart | None = None  # cost per run, when run folders' summary.json hold "cost"
 
 
 def run_folders(db_path: DbArg) -> dict[str, Path]:
@@ -90,31 +87,39 @@ def run_folders(db_path: DbArg) -> dict[str, Path]:
 
 
 def _fmt(metric: str, v: float | None, lo: float | None, hi: float | None, n: int) -> str:
+    """A figure with its CI and n, to 4 significant digits as in summary.json (a run's trend is read in detail)."""
     if v is None:
         return "not measured"
-    pct = metric_info(metric).unit == "%"
-    f = (lambda x: f"{100 * x:.1f}") if pct else (lambda x: f"{x:.4g}")  # 4 significant digits, as the summary
+    unit = metric_info(metric).unit
+    f = (lambda x: f"{100 * x:.4g}") if unit == "%" else (lambda x: f"{x:.4g}")
+    suffix = "%" if unit == "%" else " s" if unit == "s" else ""
     ci = f" [{f(lo)}, {f(hi)}]" if lo is not None and hi is not None else ""
-    return f"{f(v)}{'%' if pct else ''}{ci} n={n}"
+    return f"{f(v)}{suffix}{ci} n={n}"
 
 
 def _points(db_path: DbArg) -> list[MetricPoint]:
-    """Every run's headline metrics, as the typed rows drift also reads."""
-    return [p for p in load_points(db_path, basis=None) if p.metric in DASHBOARD_METRICS]
+    """Every run's headline metrics (and latency), as the typed rows drift also reads."""
+    return [p for p in load_points(db_path, basis=None) if p.metric in DASHBOARD_METRICS + TREND_ONLY]
 
 
-def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> dict[tuple[str, str], list[str]]:
-    """(run_id, endpoint) -> flagged "suite/metric", each run tested against the runs before it."""
+def _drift_flags(points: list[MetricPoint], settings: DriftSettings) -> tuple[dict[tuple[str, str], list[str]],
+                                                                              dict[str, set[str]]]:
+    """(run_id, endpoint) -> flagged "suite/metric", each run tested against the runs before it; and endpoint ->
+    the runs where at least one series was tested at all (fewer runs than ``min_history``: none)."""
+    points = [p for p in points if p.metric not in TREND_ONLY]
     by_run: dict[str, list[MetricPoint]] = defaultdict(list)
     for p in points:
         by_run[p.run_id].append(p)
     flags: dict[tuple[str, str], list[str]] = defaultdict(list)
+    tested: dict[str, set[str]] = defaultdict(set)
     for run_id, current in by_run.items():
         report = detect_drift_points(run_id, current, points, settings)
+        for t in report.tests:
+            tested[t.endpoint].add(run_id)
         for t in report.drifted:
             label = f"{t.suite}/{t.metric}" + (" (vs reference)" if t.basis == "vs_reference" else "")
             flags[(run_id, t.endpoint)].append(label)
-    return flags
+    return flags, tested
 
 
 def _cost_text(c: CostPoint | None) -> str | None:
@@ -146,8 +151,8 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
     points = _points(db_path)
     folders = run_folders(db_path)
     costs = {(c.run_id, c.endpoint): c for c in load_costs(db_path)}
-    flags = _drift_flags(points, settings)
-    summaries = {}
+    flags, tested = _drift_flags(points, settings)
+    summaries: dict[str, Any] = {}
     for run_id, folder in folders.items():
         try:
             summaries[run_id] = load_summary(folder)
@@ -160,7 +165,7 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
     for p in points:
         endpoints[p.endpoint].append(p)
     views = []
-    for e_idx, (name, pts) in enumerate(sorted(endpoints.items())):
+    for name, pts in sorted(endpoints.items()):
         runs_by_id: dict[str, DashboardRun] = {}
         for p in sorted(pts, key=lambda p: (p.started_at, p.run_id)):
             run = runs_by_id.setdefault(p.run_id, DashboardRun(run_id=p.run_id, started_at=p.started_at,
@@ -183,43 +188,24 @@ def build_dashboard(db_path: DbArg, out: Path, settings: DriftSettings | None = 
                 fp = fps.get(name)
                 if isinstance(fp, dict) and fp.get("verdict"):
                     run.fingerprint = str(fp["verdict"])
-        order = list(runs_by_id)  # oldest first
-        index = {r: i for i, r in enumerate(order)}
-        ticks = [runs_by_id[r].started_at[:10] for r in order]
-        chart_list = []
-        for m_idx, metric in enumerate(DASHBOARD_METRICS):
-            mine = [p for p in pts if p.metric == metric and p.basis == "value" and p.value is not None]
-            if not mine:
-                continue
-            lines: dict[str, list[tuple[int, float, float | None, float | None]]] = defaultdict(list)
-            drift_pts: dict[str, list[tuple[int, float]]] = defaultdict(list)
-            for p in mine:
-                lines[p.suite].append((index[p.run_id], float(p.value), p.ci_low, p.ci_high))  # type: ignore[arg-type]
-                if any(f.startswith(f"{p.suite}/{metric}") for f in runs_by_id[p.run_id].drift):
-                    drift_pts[p.suite].append((index[p.run_id], float(p.value)))  # type: ignore[arg-type]
-            cid = f"e{e_idx}-m{m_idx}"
-            title = f"{label(metric)} over time"
-            if max(len(v) for v in lines.values()) < 3:
-                sentence = "; ".join(
-                    f"{suite}: " + ", ".join(f"{_fmt(metric, v, lo, hi, 0).rsplit(' n=', 1)[0]} on {ticks[x]}"
-                                             for x, v, lo, hi in vals)
-                    for suite, vals in lines.items()) + " (fewer than three runs: no trend chart yet)."
-                chart_list.append(TrendChart(id=cid, title=title, metric=metric, sentence=sentence))
-                continue
-            chart_list.append(TrendChart(id=cid, title=title, metric=metric,
-                                         svg=charts.trend_chart(lines, ticks, drift_pts, label(metric), cid)))
         runs_newest = list(reversed(runs_by_id.values()))
         measured = [m for m in DASHBOARD_METRICS if any(p.metric == m and p.basis == "value" for p in pts)]
+        flagged = sum(len(r.drift) > 0 for r in runs_newest)
+        n_tested = len(tested.get(name, ()))
+        words = (f"drift flagged in {flagged} of the {n_tested} runs tested" if n_tested else
+                 f"drift not tested (needs {settings.min_history + 1} runs, has {len(runs_newest)})")
         views.append(EndpointView(name=name, is_reference=any(p.is_reference for p in pts), runs=runs_newest,
-                                  charts=chart_list, metrics=measured,
-                                  drift_total=sum(len(r.drift) > 0 for r in runs_newest)))
+                                  metrics=measured, drift_total=flagged, drift_words=words))
     views.sort(key=lambda v: (not v.is_reference, v.name))
     statement = (f"Drift: each run is tested against the {settings.window} runs before it on the same suite content "
                  f"(at least {settings.min_history} needed), "
                  f"{settings.method.upper() if settings.method == 'bh' else 'Holm'}-adjusted across that run's "
                  f"headline series at α = {settings.alpha:g}; a red cross marks a flagged run.")
+    order = [v.name for v in views]
+    trends = trend_charts(points, flags, order, DASHBOARD_METRICS + TREND_ONLY)
+    cost = cost_chart(run_costs(folders), order)
     return DashboardView(db=describe_db(db_path), run_count=len({p.run_id for p in points}), endpoints=views,
-                         drift_statement=statement, generated_from=describe_db(db_path))
+                         drift_statement=statement, generated_from=describe_db(db_path), trends=trends, cost=cost)
 
 
 def label(metric: str) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.report.cdp import Browser, chromium_path
-from tests.report.fixtures import build_history, make_summary, write_run
+from tests.report.fixtures import build_history, make_summary, tiny_history, write_run
 from verifier.run.summary import EndpointInfo, RunSummary
 
 pytestmark = [
@@ -47,6 +47,7 @@ def _real_run(tmp: Path) -> Path:
         ])
     assert res.exit_code == 0, res.output
     assert (out / "report.html").exists(), res.output
+    assert "gate: " in res.output and "under <default policy>, judged by each candidate's verdict" in res.output
     return out
 
 
@@ -54,7 +55,7 @@ def _real_run(tmp: Path) -> Path:
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from reports.dashboard import render_dashboard
     from reports.render import render_report
-    from tests.report.test_render import _many_disagreements
+    from tests.report.test_render import _identical_pairs, _many_disagreements
 
     tmp = tmp_path_factory.mktemp("browser")
     real = _real_run(tmp)
@@ -64,8 +65,12 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     big_summary, big_records = make_summary(n=2000)
     big = write_run(tmp / "big-run", _many_disagreements(big_summary, 600), big_records)
     db = build_history(tmp / "history", 120, shift_at=110, folders=2)
+    same_summary, same_records = make_summary()
+    same = write_run(tmp / "identical-pairs", _identical_pairs(same_summary), same_records)
+    tiny_db, _ = tiny_history(tmp / "tiny")
     return {"real-run": real / "report.html", "fixture": render_report(fixture), "six": render_report(six),
-            "big": render_report(big), "dashboard": render_dashboard(db, tmp / "history" / "dashboard.html")}
+            "big": render_report(big), "dashboard": render_dashboard(db, tmp / "history" / "dashboard.html"),
+            "identical": render_report(same), "tiny-dashboard": render_dashboard(tiny_db, tmp / "tiny" / "d.html")}
 
 
 def _six_endpoints(summary: RunSummary) -> RunSummary:
@@ -135,7 +140,8 @@ def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: s
     assert state["images"] == 0 and state["scripts"] == 1
     assert state["hostileShownAsText"], "hostile model output should be visible as text"
     assert state["verdictRows"] == (2 if which == "real-run" else 3)
-    assert state["charts"] and all(c["drawn"] for c in state["charts"]), state["charts"]
+    assert all(c["drawn"] for c in state["charts"]), state["charts"]
+    assert state["charts"] or which == "real-run"  # six cases of a scripted server: nothing worth a chart there
     assert state["pageWidth"] <= 1366 + 2, "report is wider than a laptop screen"
 
 
@@ -285,3 +291,159 @@ def test_dashboard_in_chromium(browser: Browser, reports: dict[str, Path]) -> No
         assert state["charts"] and all(state["charts"])
     pwned = browser.evaluate("window.__pwned === undefined")
     assert pwned
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# issue 41: what a reader sees at 1280 and 390 px
+# ---------------------------------------------------------------------------------------------------------------
+
+READER_CHECKS = """(() => {
+  const vw = window.innerWidth;
+  const visible = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  // 1. text under 10 CSS px: SVG text at its rendered scale, HTML text by its computed size
+  const small = [];
+  for (const t of document.querySelectorAll('svg text')) {
+    if (!visible(t)) continue;
+    const m = t.getScreenCTM();
+    const px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+    if (px < 10) small.push('svg:' + t.textContent.slice(0, 30) + ':' + px.toFixed(1));
+  }
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg') || !visible(el)) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    const px = parseFloat(getComputedStyle(el).fontSize);
+    if (own && px < 10) small.push(el.tagName + ':' + el.textContent.trim().slice(0, 30) + ':' + px);
+  }
+  // 2. elements wider than the viewport, outside a container that scrolls them
+  const scrolls = el => { for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      const ox = getComputedStyle(p).overflowX; if (ox === 'auto' || ox === 'scroll') return true; } return false; };
+  const wide = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (!visible(el) || scrolls(el)) continue;
+    const r = el.getBoundingClientRect();
+    if (r.right > vw + 1 || r.left < -1) {
+      wide.push(`${el.tagName}#${el.id}: ${Math.round(r.left)}..${Math.round(r.right)} ${el.textContent.slice(0, 40)}`);
+    }
+  }
+  // 3. words broken anywhere
+  const breakAll = [...document.querySelectorAll('body *')].filter(el => getComputedStyle(el).wordBreak === 'break-all')
+    .map(el => el.tagName + '.' + el.className);
+  // 4. charts without spread: the data marks (direct children of the axes: lines, dots, bars, bands; full-span
+  //    reference lines left out) must span 10% of the axes both ways, and several lines must not be one line twice
+  const flat = [];
+  for (const fig of document.querySelectorAll('figure.chart')) {
+    const axes = fig.querySelector('svg g[id$="-axes_1"]');
+    if (!axes) { flat.push(fig.dataset.chart + ': no axes'); continue; }
+    const box = axes.querySelector('g[id$="-patch_2"]').getBoundingClientRect();
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    const paths = [];
+    for (const g of axes.children) {
+      if (!/(line2d|LineCollection|PolyCollection|FillBetween)/.test(g.id)) continue;
+      const r = g.getBoundingClientRect();
+      const fullSpan = (r.width < 1 && r.height > 0.95 * box.height) || (r.height < 1 && r.width > 0.95 * box.width);
+      if (fullSpan) continue;
+      x0 = Math.min(x0, r.left); x1 = Math.max(x1, r.right); y0 = Math.min(y0, r.top); y1 = Math.max(y1, r.bottom);
+      const p = g.querySelector(':scope > path');  // the line itself (markers are <use> of a shared path)
+      if (/line2d/.test(g.id) && p) paths.push(p.getAttribute('d'));
+    }
+    const w = (x1 - x0) / box.width, h = (y1 - y0) / box.height;
+    if (!(w >= 0.1 && h >= 0.1)) flat.push(fig.dataset.chart + ': data spans ' + w.toFixed(2) + ' x ' + h.toFixed(2));
+    if (paths.length > 1 && new Set(paths).size === 1) flat.push(fig.dataset.chart + ': identical lines');
+  }
+  return {small, wide, breakAll, flat, pageWidth: document.documentElement.scrollWidth};
+})()"""
+
+SAME_REPLY = """(() => {
+  const sorted = v => Array.isArray(v) ? v.map(sorted) : (v && typeof v === 'object')
+    ? Object.fromEntries(Object.keys(v).sort().map(k => [k, sorted(v[k])])) : v;
+  const canon = t => { try { return JSON.stringify(sorted(JSON.parse(t))); }
+                       catch (e) { return t.trim().split(/\\s+/).join(' '); } };
+  return [...document.querySelectorAll('#disagreements tbody tr')].map(tr => {
+    const ref = tr.querySelector('td[data-label="Reference reply"] pre').textContent;
+    const cand = tr.querySelector('td[data-label="Candidate reply"] pre').textContent;
+    return {id: tr.querySelector('b').textContent, same: canon(ref) === canon(cand)};
+  });
+})()"""
+
+
+@pytest.mark.parametrize("which", ["fixture", "identical", "six", "real-run", "dashboard", "tiny-dashboard"])
+def test_readable_at_laptop_and_phone_width(browser: Browser, reports: dict[str, Path], which: str) -> None:
+    """At 1280 and 390 px: no text under 10 px (chart text included), nothing wider than the screen outside its
+    own scrolling box, no word broken mid-word, and every chart drawn shows a spread."""
+    for width in (1280, 390):
+        _, _, errors, requests = _load(browser, reports[which], width)
+        assert not errors and not requests
+        got = browser.evaluate(READER_CHECKS)
+        _shot(browser, f"reader-{which}", width)
+        assert got["small"] == [], f"text under 10 px at {width} px: {got['small'][:8]}"
+        assert got["wide"] == [] and got["pageWidth"] <= width, f"wider than {width} px: {got['wide'][:8]}"
+        assert got["breakAll"] == []
+        assert got["flat"] == [], f"charts without spread: {got['flat']}"
+
+
+def test_no_identical_pair_is_listed_as_a_disagreement(browser: Browser, reports: dict[str, Path]) -> None:
+    for width in (1280, 390):
+        _load(browser, reports["identical"], width)
+        rows = browser.evaluate(SAME_REPLY)
+        assert not {r["id"] for r in rows} & {"tc-same-1", "tc-same-2"}
+        assert rows and not [r for r in rows if r["same"]], rows
+        note = browser.evaluate("document.getElementById('identical-dropped').textContent")
+        assert note.startswith("4 flagged cases where the candidate's reply is identical")
+
+
+def test_detectors_catch_charts_without_spread_and_small_text(browser: Browser, tmp_path: Path) -> None:
+    """Negative control for the checks above: the old charts (rates bunched at 1.0 on a 0-1 axis, identical
+    lines, a 7-inch figure shrunk to a phone) are caught."""
+    from reports import charts
+    from verifier.records import Interval
+    from verifier.run.summary import Series
+
+    bunched = charts.rates_chart([("schema_accuracy", e, Interval(value=0.995, low=0.99, high=1.0, n=900))
+                                  for e in ("ref", "cand")], "bunched")
+    line = Series(name="cache", x=[1.0, 2.0, 3.0, 4.0, 5.0], y=[0.1, 0.5, 0.6, 0.7, 0.9])
+    same = charts.series_chart("cache", {"ref": line, "cand": line}, "same")
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><meta name=viewport content='width=device-width'><body>"
+                    + "".join(f'<figure class="chart" data-chart="{k}">{svg}</figure>'
+                              for k, svg in (("bunched", bunched), ("same", same)))
+                    + '<svg width="700" viewBox="0 0 700 100" style="max-width:100%"><text x="0" y="50" '
+                      'style="font-size:9px">tiny</text></svg><p style="word-break:break-all">verifier-tiny</p>',
+                    encoding="utf-8")
+    _load(browser, page, 390)
+    got = browser.evaluate(READER_CHECKS)
+    assert any(f.startswith("bunched: data spans") for f in got["flat"]), got["flat"]
+    assert "same: identical lines" in got["flat"], got["flat"]
+    assert any(s.startswith("svg:tiny") for s in got["small"]), got["small"]
+    assert got["breakAll"] == ["P."]
+
+
+DASH_FIGURES = """(() => [...document.querySelectorAll('section.endpoint')].flatMap(sec =>
+  [...sec.querySelectorAll('tr[data-run] td[data-metric]')].map(td => ({
+    endpoint: sec.dataset.endpoint, run: td.closest('tr').dataset.run, metric: td.dataset.metric,
+    text: td.textContent.trim()}))))()"""
+
+
+def test_dashboard_figures_equal_the_summaries(browser: Browser, reports: dict[str, Path],
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every figure the dashboard shows equals the indexed summary's to 4 significant digits, 6.665e-13 included."""
+    import re
+
+    from verifier.history.gate import metric_info
+
+    _, summaries = tiny_history(tmp_path_factory.mktemp("tiny-again"))  # the same seeded summaries, rebuilt
+    want = {(s.run_id, r.endpoint, m): iv for s in summaries for r in s.results for m, iv in r.metrics.items()}
+    for width in (1280, 390):
+        _load(browser, reports["tiny-dashboard"], width)
+        cells = [c for c in browser.evaluate(DASH_FIGURES) if c["text"] not in ("–", "")]
+        assert len(cells) >= 4 * 5, cells
+        tiny = 0
+        for c in cells:
+            iv = want[(c["run"], c["endpoint"], c["metric"])]
+            m = re.fullmatch(r"(\S+?)%? \[(\S+), (\S+)\] n=(\d+)", c["text"])
+            assert m, c
+            scale = 100.0 if metric_info(c["metric"]).unit == "%" else 1.0
+            for shown, real in zip(m.groups()[:3], (iv.value, iv.low, iv.high)):
+                assert f"{float(shown):.4g}" == f"{scale * real:.4g}", (c, iv)
+            assert int(m.group(4)) == iv.n
+            tiny += iv.value is not None and 0 < iv.value < 1e-11
+        assert tiny == 4  # fp8-kv's mean KL in every run, never shown as 0

@@ -36,7 +36,13 @@ def test_every_run_every_endpoint_listed_and_small(page) -> None:
     assert f"{RUNS} runs from" in html
     for ep in ("ref", "fp8-kv", "int4-decode"):
         assert len(re.findall(r'<tr data-run="night-\d+">', _section(html, ep))) == RUNS
-    assert html.count("<svg ") == len(re.findall(r'data-chart="', html)) >= 6
+    # one shared-axis trend per metric and suite, every endpoint on it (not one panel per endpoint)
+    charts = re.findall(r'<figure class="chart" data-chart="[^"]+" data-metric="([^"]+)"><figcaption><b>([^<]+)</b>',
+                        html)
+    assert html.count("<svg ") == len(charts) == 3
+    assert ("schema_accuracy", "Schema accuracy · toolcall-core: difference from the reference over time") in charts
+    assert {m for m, _ in charts} == {"schema_accuracy", "trigger_f1", "kl_mean"}
+    assert "drift flagged in" in _section(html, "int4-decode") and "of the" in _section(html, "int4-decode")
 
 
 def test_the_shift_is_marked_as_drift(page) -> None:
@@ -121,3 +127,24 @@ def test_links_from_hostile_folder_names_are_relative_encoded_and_lead_to_the_re
         assert target.name == "report.html" and target.is_file(), href
         targets.add(target.parent.name)
     assert targets == set(HOSTILE_FOLDERS)
+
+
+def test_few_runs_say_drift_was_not_tested_and_cost_is_drawn(tmp_path: Path) -> None:
+    """Three runs on one day: drift needs 6 (5 before), so it is 'not tested', never 'flagged in 0'; ticks carry the
+    time; a cost block in summary.json is drawn per run."""
+    import json
+
+    from reports.dashboard import render_dashboard
+    from reports.dashboard_trends import tick_labels
+
+    db = build_history(tmp_path, 3, folders=3)
+    for i, folder in enumerate(sorted((tmp_path / "runs").iterdir())):
+        data = json.loads((folder / "summary.json").read_text())
+        data["cost"] = {"ref": {"usd": 0.5 + i}, "fp8-kv": {"usd": 0.25 * (i + 1)}}
+        (folder / "summary.json").write_text(json.dumps(data))
+    html = render_dashboard(db, tmp_path / "d.html").read_text()
+    assert "drift not tested (needs 6 runs, has 3)" in html and "flagged in 0" not in html
+    assert 'data-chart="cost"' in html and "Cost per run" in html
+    assert tick_labels(["2026-01-01T02:00:00Z", "2026-01-01T14:30:00Z"]) == ["2026-01-01\n02:00",
+                                                                            "2026-01-01\n14:30"]
+    assert tick_labels(["2026-01-01T02:00:00Z", "2026-01-02T02:00:00Z"]) == ["2026-01-01", "2026-01-02"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.chart_worker import ChartDrawer
-from reports.render import render_report
+from reports.render import load_view, write_report
 from verifier import history as history_store
 from verifier.history import HistoryError
 from verifier.run.dry_run import CostPlan, HistoryMeans, dry_run
@@ -124,7 +124,8 @@ def render(run_dir: Path, db: DbArg = None, drawer: ChartDrawer | None = None) -
     """Write report.html (with the history section when ``db`` is given); a renderer bug is a warning, never a
     lost run. ``drawer``: the chart worker to draw with (in-process when None)."""
     try:
-        render_report(Path(run_dir), db_path=db, drawer=drawer)
+        view = load_view(Path(run_dir), db_path=db, drawer=drawer)  # analysis first: the typed view-model
+        write_report(Path(run_dir), view)  # then drawing, which decides nothing
     except Exception as e:  # noqa: BLE001 - the run's data is safe on disk; say so and go on
         log.exception("report rendering failed")
         return [f"report.html not written: {type(e).__name__}: {_first_line(e)} "
@@ -171,3 +172,28 @@ def plan_cost(settings: RunSettings, publish_to: Publish) -> tuple[Path, CostPla
 
     run_dir, plan = dry_run(settings, lookup)
     return run_dir, plan, warnings
+
+
+def gate_outcome(run_dir: Path, db: DbArg = None) -> str:
+    """One line: the gate's outcome under the policy in force (the default policy: each candidate judged by its
+    verdict against the reference), as ``verifier gate`` would decide it and the report shows it."""
+    from verifier.history.drift import detect_drift
+    from verifier.history.gate import DEFAULT_POLICY, evaluate
+    from verifier.run.summary import RunSummary
+
+    summary = RunSummary.read(Path(run_dir))
+    policy = DEFAULT_POLICY
+    drift = None
+    drift_note = "; drift not tested (no history database)"
+    try:
+        if db is not None and history_store.history_exists(db):
+            drift = detect_drift(summary, db, policy.drift)
+            drift_note = ""
+    except HistoryError:  # a database that is down was already a warning of the run; the gate line still prints
+        drift_note = "; drift not tested (history database unreachable)"
+    if drift is None:  # drift cannot be tested: said so instead of a warn
+        policy = policy.model_copy(update={"allow_drift": True})
+    result = evaluate(summary, policy, drift)
+    bad = [f"{c.endpoint} {c.name} {c.status}" for c in result.checks if c.status in ("fail", "warn")]
+    why = f" ({'; '.join(bad)})" if bad else ""
+    return f"gate: {result.status} under {result.policy}, judged by each candidate's verdict{why}{drift_note}"

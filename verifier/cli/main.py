@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 
 from verifier import history as history_store
-from verifier.cli.compose import Publish, merge_and_publish, plan_cost, render, run_and_publish
+from verifier.cli.compose import Publish, gate_outcome, merge_and_publish, plan_cost, render, run_and_publish
 from verifier.cli.cost_table import cost_plan_tables, source_lines
 from verifier.history import HistoryError
 from verifier.http.endpoints import EndpointConfigError, check_key_env_name, from_flags, load_config
@@ -178,6 +178,9 @@ def run(
     for w in outcome.warnings:
         print(f"warning: {w}", file=sys.stderr)
     _print_summary(outcome)
+    if not settings.shard and (outcome.run_dir / "summary.json").exists():
+        gate_db = None if no_history else (db or _run_db(outcome.run_dir) or _quiet_default_db())
+        _out.print(gate_outcome(outcome.run_dir, gate_db), markup=False, highlight=False)
     if outcome.problems:
         for line in outcome.problems[:-1]:
             print(f"error: {line}", file=sys.stderr)
@@ -294,6 +297,15 @@ def _run_db(run_dir: Path) -> str | None:
     if not recorded.get("history", True) or db is None or recorded.get("db_redacted"):
         return None
     return str(db) if history_store.history_exists(str(db)) else None
+
+
+def _quiet_default_db() -> Any:
+    """The default history when there is one; None (never an exit) when $VERIFIER_DB cannot be read."""
+    try:
+        loc = history_store.default_location()
+    except HistoryError:
+        return None
+    return loc if loc.exists() else None
 
 
 def _existing_default_db() -> Any:

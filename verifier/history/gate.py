@@ -283,20 +283,14 @@ def load_policy(path: Path) -> Policy:
     return parse_policy(data, str(path))
 
 
-#: The default policy (identical to ``examples/policy.toml``; a test keeps them in step). Trigger F1 0.73 is
-#: K2-Vendor-Verifier's acceptance line; the rest are conservative starting points to tune on your A/A runs.
+#: The default policy (identical to ``examples/policy.toml``; a test keeps them in step). One judge per figure: a
+#: candidate is judged relative to the reference by its verdict (the verdict's equivalence margins, Holm-corrected
+#: tests), never by an absolute line as well. Why no absolute thresholds by default: a schema accuracy of 98.6%
+#: identical to the reference's was marked warn by a ">= 0.95" line its interval touched, beside a verdict that
+#: said consistent. Absolute thresholds apply only when a policy file asks for them (the report labels them "abs.").
 DEFAULT_POLICY = parse_policy(
     {
-        "thresholds": {
-            "trigger_f1": 0.73,
-            "schema_accuracy": 0.95,
-            "task_success": 0.5,
-            "step_validity": 0.9,
-            "kl_mean_max": 0.05,
-            "same_top": 0.9,
-            "error_rate_max": 0.05,
-            "drift": False,
-        },
+        "thresholds": {"drift": False},
         "verdict": {"alpha": 0.05, "fail_on": ["differs"], "warn_on": ["inconclusive"]},
     },
     "<default policy>",
