@@ -392,6 +392,9 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
                            "reference at temperature 1, teacher-forced on both endpoints (prefill path)"}
     if source is not None:
         res.notes.append(notes[source])
+    if source in DECODE_SOURCES and any(p in have for p in PREFILL_SOURCES):
+        res.notes.append("forced_*, sampled_exact_* and sampled_kl_* figures are teacher-forced through prefill: a "
+                         "quantization applied only when decoding does not reach them")
     elif withheld is None:
         res.notes.append("no kl_mean: neither full distributions nor sampled-token logprobs were measured; "
                          "kl_topk_lower is a lower bound on KL, not an estimate of it")
