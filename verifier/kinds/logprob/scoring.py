@@ -3,7 +3,9 @@
 What each figure is (docs: suites/logprob/README.md):
 
 * ``kl_mean``: KL(reference || candidate) per token, **only** from an unbiased source: exact full distributions
-  (built-in engine: along the reference's sampled continuations when measured, one sequence each, else on its
+  (built-in engine: teacher-forced through its DECODE step when it offers that, ``extra["kl_computation"] =
+  "decode"``, so every position of a continuation is measured as generation computes it; else through prefill;
+  along the reference's sampled continuations when measured, one sequence each, else on its
   greedy continuation; interval method ``exact_cluster_bootstrap_t``), else the sampled-token k3
   estimator on continuations sampled from the reference at temperature 1 (``sampled_k3_cluster_bootstrap_t``),
   else absent. ``extra["kl_method"]`` says which ("exact" / "sampled_k3").
