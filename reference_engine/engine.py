@@ -18,6 +18,7 @@ import torch
 from reference_engine import kernels
 from reference_engine.block_manager import BlockManager
 from reference_engine.config import ConfigError, EngineConfig
+from reference_engine.forced import force_choices, forced_rows
 from reference_engine.kv_cache import KVPool
 from reference_engine.loader import load_model
 from reference_engine.metrics import EngineMetrics
@@ -131,6 +132,11 @@ class Engine:
                 f"prompt needs {need} KV pages but the whole pool has {self.pool.num_pages}")
         if bad := [t for t in prompt_ids if not 0 <= t < self.model_config.vocab_size][:1]:
             raise RequestRejected(400, "invalid_request_error", f"token id {bad[0]} is outside the vocabulary")
+        if params.forced_tokens is not None and (
+                len(params.forced_tokens) != params.max_tokens
+                or any(not 0 <= t < self.model_config.vocab_size for t in params.forced_tokens)):
+            raise RequestRejected(400, "invalid_request_error",
+                                  "forced tokens must be vocabulary ids, as many as max_tokens")
         if len(self.scheduler.waiting) + self._inbox.qsize() >= self.config.max_waiting:
             self.metrics.add(requests_rejected_queue_full=1)
             raise RequestRejected(429, "rate_limit_error", "too many requests are waiting for KV cache space")
@@ -285,7 +291,7 @@ class Engine:
             self._finish(seq, "length")
         if to_sample:
             rows = [i for i, s in keep if s.params.max_tokens > 0]
-            self._accept(to_sample, sample(logits[rows], to_sample))
+            self._accept(to_sample, force_choices(logits[rows], to_sample, sample(logits[rows], to_sample)))
 
     def _run_decode(self, seqs: list[Sequence]) -> None:
         dev = self.config.device
@@ -316,7 +322,7 @@ class Engine:
                 self._integrity_failure(seqs[i])
         ok = [seqs[i] for i in ok_rows]
         if ok:
-            self._accept(ok, sample(logits[ok_rows], ok))
+            self._accept(ok, force_choices(logits[ok_rows], ok, sample(logits[ok_rows], ok)))
 
     def _verify_tags(self, seqs: list[Sequence]) -> list[Sequence]:
         """Prefill reads cached prefix pages: verify (page, tag) before the forward pass, like decode does."""
@@ -376,6 +382,9 @@ class Engine:
     def _finish(self, seq: Sequence, reason: str) -> None:
         self.scheduler.remove(seq)
         self.metrics.add(requests_finished=1)
+        rows = forced_rows(seq)
+        if rows is not None:
+            self._emit(seq, DistributionEvent(rows))
         self._emit(seq, FinishEvent(reason, len(seq.prompt_ids), len(seq.output_ids), seq.num_cached_tokens))
         self._forget(seq)
 

@@ -278,11 +278,16 @@ class DistributionRequest(_Body):
     prompt: str | None = None
     prompt_token_ids: list[int] | None = None
     start: int = Field(default=1, ge=1)
+    # teacher-forced DECODE (reference_engine.forced): these tokens follow the prompt, one decode step each; the rows
+    # returned are the distributions predicting them (the prompt's own rows are not returned, so no 'start')
+    forced_token_ids: list[int] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _one_prompt(self) -> DistributionRequest:
         if (self.prompt is None) == (self.prompt_token_ids is None):
             raise FieldError("prompt", "give exactly one of 'prompt' and 'prompt_token_ids'")
+        if self.forced_token_ids is not None and "start" in self.model_fields_set:
+            raise FieldError("start", "'start' does not apply with 'forced_token_ids' (rows are the forced tokens')")
         return self
 
 

@@ -42,6 +42,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     # constrained decoding (forced tool calls, json_object, tool_choice "none"): see reference_engine.constraints
     constraint: Constraint | None = None
+    # teacher-forced decode (reference_engine.forced): take these tokens instead of sampling, keep each step's row
+    forced_tokens: tuple[int, ...] | None = None
 
 
 _ids = itertools.count(1)
@@ -62,6 +64,7 @@ class Sequence:
     generator: torch.Generator | None = None
     arrival: float = 0.0
     preempted: int = 0
+    forced_rows: list[torch.Tensor] = field(default_factory=list)  # forced decode: raw log-softmax row per step
 
     @property
     def token_ids(self) -> list[int]:

@@ -13,12 +13,10 @@ client that goes away, streamed or not, aborts its request in the engine.
 from __future__ import annotations
 
 import asyncio
-import base64
 import secrets
 import time
 from collections.abc import AsyncIterator
 
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import ValidationError
@@ -33,6 +31,7 @@ from reference_engine.constraints import (
     TokenTable,
     arguments_state,
 )
+from reference_engine.distributions import distributions as distributions_reply
 from reference_engine.engine import (
     DistributionEvent,
     Engine,
@@ -46,7 +45,6 @@ from reference_engine.engine import (
 from reference_engine.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
-    DistributionRequest,
     NamedToolChoice,
     first_error,
 )
@@ -500,33 +498,9 @@ class Server:
                 add(t.choice.token_id, t.choice.logprob, t.choice.top)
         return {"tokens": tokens, "token_logprobs": token_lps, "top_logprobs": tops, "text_offset": offsets}
 
-    # ---- distributions extension ------------------------------------------------------------------------------
+    # ---- distributions extension (reference_engine.distributions) -------------------------------------------
     async def distributions(self, raw: bytes) -> Response:
-        try:
-            req = await asyncio.to_thread(DistributionRequest.model_validate_json, raw)
-        except ValidationError as e:
-            msg, param = first_error(e)
-            raise ApiError(400, msg, param=param) from None
-        self._check_model(req.model)
-        if req.prompt_token_ids is not None:
-            ids = req.prompt_token_ids
-        else:
-            self._check_length(req.prompt or "")
-            ids = await asyncio.to_thread(self.tok.encode, req.prompt or "", add_special_tokens=True)
-        if req.start >= len(ids):
-            raise ApiError(400, f"'start' ({req.start}) must be below the number of prompt tokens ({len(ids)})",
-                           param="start")
-        params = SamplingParams(temperature=0.0, max_tokens=0, full_distribution_from=req.start)
-        rid, q = self._submit(list(ids), params)
-        gen, _ = await self._collect(rid, q, [])      # aborts the request if cancelled
-        if gen.error:
-            return error_response(gen.error.status, gen.error.message, gen.error.type, code=gen.error.code)
-        if gen.distribution is None:  # the engine sends one for every request with full_distribution_from
-            raise RuntimeError("the engine returned no distribution")
-        arr = gen.distribution.logprobs.numpy().astype("<f4")
-        return JSONResponse({"vocab_size": int(arr.shape[1]), "token_ids": list(ids),
-                             "logprobs_b64": base64.b64encode(np.ascontiguousarray(arr).tobytes()).decode(),
-                             "shape": [int(arr.shape[0]), int(arr.shape[1])]})
+        return await distributions_reply(self, raw)
 
     def _check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:

@@ -14,7 +14,9 @@ import pytest
 
 from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.cache.kind import CACHE_KIND
+from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS
 from verifier.kinds.logprob.kind import LOGPROB_KIND
+from verifier.kinds.logprob.scoring import _decode, _sampled_exact, decode_vs_forced
 
 launch = pytest.importorskip("reference_engine.launch")
 tiny = pytest.importorskip("reference_engine.tiny_checkpoint")
@@ -27,14 +29,14 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                  max_pos=2048, std=0.3, seed=3)
 
 
-async def _run_kind(kind, suite, tmp: Path, urls: dict[str, str], twice_ref: bool) -> list:
+async def _run_kind(kind, suite, tmp: Path, urls: dict[str, str], twice_ref: bool) -> tuple[dict, list]:
     names = list(urls)
     async with kind_context(tmp, urls, model=None, max_attempts=2, concurrency=4, preflight=True) as ctx:
         if twice_ref:
             await kind.run(suite, reference_only(ctx))
         await kind.run(suite, ctx)
         records = ctx.store.read(suite=suite.manifest.name)
-    return {r.endpoint: r for r in kind.score(suite, records, names[0], names)}
+    return {r.endpoint: r for r in kind.score(suite, records, names[0], names)}, records
 
 
 def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
@@ -42,31 +44,43 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
     with launch.start_server(checkpoint) as ref, launch.start_server(checkpoint) as same, \
             launch.start_server(checkpoint, weights="int4") as int4, launch.start_server(checkpoint,
                                                                                          kv_dtype="fp8") as fp8:
-        res = asyncio.run(_run_kind(LOGPROB_KIND, suite, tmp_path,
+        res, records = asyncio.run(_run_kind(LOGPROB_KIND, suite, tmp_path,
                                     {"bf16": ref.base_url, "bf16-again": same.base_url, "int4": int4.base_url,
                                      "fp8-kv": fp8.base_url}, True))
     assert res["bf16"].extra["probe"]["exact"]["supported"]
+    assert res["bf16"].extra["probe"]["exact_decode"]["supported"]
     same_r, int4_r, fp8_r = res["bf16-again"], res["int4"], res["fp8-kv"]
     for r in (same_r, int4_r, fp8_r):
         assert set(r.extra["paths"]["forced"]["methods"]) == {"exact"}
-    for r in (same_r, int4_r):  # kl_mean: exact distributions along the reference's sampled continuations
-        assert r.extra["kl_method"] == "exact" and r.extra["kl_path"] == "sampled_exact"
-        assert r.metrics["kl_mean"] == r.metrics["sampled_exact_kl_mean"]
-        assert r.counts["sampled_exact_sequences"] == r.counts["sampled_sequences"] > 0
+        # kl_mean: exact distributions along the reference's sampled continuations, forced through DECODE
+        assert r.extra["kl_method"] == "exact" and r.extra["kl_path"] == "sampled_decode_exact"
+        assert r.extra["kl_computation"] == "decode" and "kl_mean_withheld" not in r.extra
+        assert r.metrics["kl_mean"] == r.metrics["sampled_decode_exact_kl_mean"]
+        n_seq = r.counts["sampled_decode_exact_sequences"]
+        assert n_seq == r.counts["sampled_sequences"] > 0
+        assert (r.metrics["kl_mean"].low is not None) == (n_seq >= MIN_CLUSTERS)  # an interval from 20 sequences
+        assert r.counts["decode_exact_sequences"] > 0  # the greedy continuation, every position, beside it
         assert r.metrics["kl_mean"].method.startswith("exact") and "decode_kl_mean" not in r.metrics
-    # FP8 KV is read back only when decoding: teacher-forced (prefill) KL is 0, the decode path's lower bound is
-    # not, so a prefill figure must not stand as kl_mean
+    # FP8 KV is read back only when decoding: teacher-forced (prefill) KL is 0, forced DECODE KL is not
     assert fp8_r.metrics["sampled_exact_kl_mean"].value == pytest.approx(0.0, abs=1e-9)
-    assert "kl_mean" not in fp8_r.metrics and "kl_mean_withheld" in fp8_r.extra
+    assert fp8_r.metrics["kl_mean"].value > 1e-6
     assert same_r.metrics["kl_mean"].value == pytest.approx(0.0, abs=1e-6)
     assert same_r.metrics["same_top"].value == 1.0
     assert int4_r.metrics["kl_mean"].value > 1e-5 and int4_r.metrics["kl_mean"].n > 20
     assert int4_r.metrics["forced_kl_mean"].value > 1e-5  # exact on the greedy continuation, kept beside it
     # FP8 KV changes only what is read back from the paged cache: the decode path's top-k lower bound sees it
     assert fp8_r.metrics["kl_topk_lower"].value > 1e-6
+    # on the positions the greedy decode path compares (same contexts), exact decode KL is above its top-k bound
+    recs = {(r.endpoint, r.case_id, r.variant or ""): r for r in records}
+    ids = [c.id for c in suite.cases]
+    for ep in ("int4", "fp8-kv"):
+        cmp = decode_vs_forced(_decode(recs, ids, "bf16", ep),
+                               _sampled_exact(recs, ids, "bf16", ep, prefix="decode_exact", whole=True))
+        assert cmp is not None and cmp[2] > 0 and cmp[1] >= cmp[0] - 1e-4, cmp
     # the sampled-token k3 estimate rides along (a cross-check of the exact figure on sampled text)
     assert int4_r.metrics["sampled_kl_k3_mean"].value > 0 and int4_r.counts["sampled_sequences"] > 0
-    print(f"fp8-kv: exact (prefill) KL {fp8_r.metrics['sampled_exact_kl_mean'].value:.3e}, decode top-k lower bound "
+    print(f"fp8-kv: exact (prefill) KL {fp8_r.metrics['sampled_exact_kl_mean'].value:.3e}, exact (decode) KL "
+          f"{fp8_r.metrics['kl_mean'].value:.3e}, decode top-k lower bound "
           f"{fp8_r.metrics['kl_topk_lower'].value:.3e}; "
           f"int4: exact KL {int4_r.metrics['kl_mean'].value:.3e}, sampled k3 "
           f"{int4_r.metrics['sampled_kl_k3_mean'].value:.3e}, "
@@ -86,7 +100,7 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
 def test_cache_on_engine(checkpoint: Path, tmp_path: Path, prefix_cache: bool) -> None:
     suite = CACHE_KIND.load("cache-smoke", {"limit": 4, "tokenizer": str(checkpoint)})
     with launch.start_server(checkpoint, prefix_cache=prefix_cache) as srv:
-        res = asyncio.run(_run_kind(CACHE_KIND, suite, tmp_path, {"engine": srv.base_url}, False))
+        res, _ = asyncio.run(_run_kind(CACHE_KIND, suite, tmp_path, {"engine": srv.base_url}, False))
     r = res["engine"]
     # the engine bills exactly the tokens of the rendered prompt
     acc = r.extra["token_accounting"]
@@ -130,6 +144,12 @@ def test_decode_path_keeps_the_first_divergent_position(checkpoint: Path, tmp_pa
     assert diverged > 0, "int4 decode weights should change some greedy output of a random checkpoint"
     assert res.counts["decode_positions"] == expected
     assert res.metrics["kl_topk_lower"].n == expected and res.metrics["kl_topk_lower"].value > 0
-    # decode-only quantization: prefill (teacher-forced) KL is exactly 0, so it is never reported as kl_mean
+    # decode-only quantization: prefill (teacher-forced) KL is exactly 0; forced DECODE measures it at every position
     assert res.metrics["forced_kl_mean"].value == pytest.approx(0.0, abs=1e-9)
+    assert res.extra["kl_computation"] == "decode" and "kl_mean_withheld" not in res.extra
+    assert res.metrics["decode_exact_kl_mean"].value > res.metrics["kl_topk_lower"].value > 0
+    assert res.counts["decode_exact_positions"] > res.counts["decode_positions"]  # past the first divergence
+    # without the forced-decode extension (an API like a remote one), the prefill figure is still withheld
+    remote_like = [r for r in records if not (r.variant or "").startswith("decode_exact")]
+    res = {r.endpoint: r for r in LOGPROB_KIND.score(suite, remote_like, "bf16", list(urls))}["int4-decode"]
     assert "kl_mean" not in res.metrics and "decode path" in res.extra["kl_mean_withheld"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.logprob.kind import LOGPROB_KIND
+from verifier.kinds.logprob.probe import METHODS
 from verifier.run.progress import Progress
 from verifier.testing import FaultInjector, Reply, ScriptedServer
 
@@ -90,7 +91,7 @@ def test_failed_requests_are_counted_and_probe_faults_are_errors(tmp_path: Path)
 
     # a probe that keeps failing is an endpoint error, not "no logprobs", and is probed again on resume
     d = by["down"]
-    assert d.counts["probe_errors"] == 4 and "kl_mean" not in d.metrics
+    assert d.counts["probe_errors"] == len(METHODS) and "kl_mean" not in d.metrics
     assert any("endpoint error, not 'no logprobs'" in note for note in d.notes)
     probes = [r for r in records if r.endpoint == "down" and r.case_id == "_probe"]
     assert sorted(r.variant for r in probes) == ["probe_failed1", "probe_failed2"]  # not reused by the second pass

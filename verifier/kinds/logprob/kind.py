@@ -13,6 +13,11 @@ on; a case may also carry a fixed ``continuation``), then each endpoint is measu
   prefix only, and the first divergent position is reported. This is the ordinary-looking request,
   and the only one that sees a quantization applied only when decoding (e.g. INT4 decode weights).
 
+* **decode exact** (built-in engine, ``/v1/x/distributions`` with ``forced_token_ids``): the same continuations
+  (the reference's greedy one, variant ``decode_exact``, and each sampled one, ``decode_exact_sample<j>``)
+  teacher-forced through the engine's DECODE step on both sides: exact KL at every position of what generation
+  computes, so a decode-only quantization is measured past the first greedy divergence.
+
 * **sampled** (unbiased KL without full distributions): the reference samples ``kl_samples`` (default 3)
   continuations per case at temperature 1 with fixed seeds (``/v1/completions``, variant ``sample<j>``), and
   every endpoint is teacher-forced on each (echo + logprobs, variant ``forced_sample<j>``): the logprob each
@@ -74,6 +79,11 @@ EXACT_KS = (5, 10, 20)
 # continuations sampled from the reference per case (run option kl_samples=N): 3 gives logprob-smoke's 7 cases
 # 21 sequences, above the 20 the KL interval needs (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
 KL_SAMPLES = 3
+
+
+def _decode_body(ids: list[int], start: int) -> dict[str, Any]:
+    """Teacher-forced decode request: ids[:start] prefilled, ids[start:] through the decode step one by one."""
+    return {"prompt": None, "prompt_token_ids": ids[:start], "forced_token_ids": ids[start:]}
 
 
 def sample_seed(case_id: str, j: int) -> int:
@@ -323,6 +333,9 @@ class LogprobKind:
         # forced path, exact distributions (built-in engine)
         if probe.supported("exact") and key("forced_exact") not in done:
             await self._exact(suite, case, ep, is_ref, prompt_text, text, ctx)
+        # decode path, exact distributions: the same continuation teacher-forced through the engine's decode step
+        if probe.supported("exact_decode") and key("decode_exact") not in done:
+            await self._exact(suite, case, ep, is_ref, prompt_text, text, ctx, variant="decode_exact", decode=True)
         # forced path, top-k logprobs
         if probe.supported("completions_echo") and key("forced_echo") not in done:
             mt = probe.methods["completions_echo"].max_tokens or 0
@@ -365,6 +378,9 @@ class LogprobKind:
                 # full distributions along the sampled text: exact per-position KL, one sequence per sample
                 await self._exact(suite, case, ep, is_ref, prompt_text, prompt_text + continuation, ctx,
                                   variant=f"exact_{variant}")
+            if probe.supported("exact_decode") and (suite, case.id, ep, 0, None, f"decode_exact_{variant}") not in done:
+                await self._exact(suite, case, ep, is_ref, prompt_text, prompt_text + continuation, ctx,
+                                  variant=f"decode_exact_{variant}", decode=True)
             if (suite, case.id, ep, 0, None, f"forced_{variant}") in done:
                 continue
             mt = probe.methods["completions_echo"].max_tokens or 0
@@ -390,14 +406,17 @@ class LogprobKind:
         return self._tok_cache[key]
 
     async def _exact(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, prompt_text: str, text: str,
-                     ctx: RunContext, variant: str = "forced_exact") -> None:
-        """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away."""
+                     ctx: RunContext, variant: str = "forced_exact", decode: bool = False) -> None:
+        """Full distributions: the reference's are kept on disk; a candidate's KL is computed right away.
+
+        ``decode``: the continuation is teacher-forced through the engine's DECODE step (``forced_token_ids``), on
+        both sides, so a decode-only quantization (INT4 decode weights, FP8 KV cache) is measured at every position."""
         client = ctx.clients[ep]
         # suite name and case id are data: encoded, and checked to stay inside the run folder (verifier.run.paths)
         ref_file = inside_run(Path(ctx.run_dir), "kl_exact", suite, case.id,
                               suffix=".npz" if variant == "forced_exact" else f".{variant}.npz")
         ref_file.parent.mkdir(parents=True, exist_ok=True)
-        extra: dict[str, Any] = {"method": "exact"}
+        extra: dict[str, Any] = {"method": "exact", "computation": "decode" if decode else "prefill"}
         if is_ref:
             _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
                                                                          "start": 1})
@@ -425,6 +444,17 @@ class LogprobKind:
                 start += 1
             start = max(1, start)
             rows = full[start - 1:]  # with start 1, row r predicts token r + 1: keep predictions of ids[start:]
+            if decode and start < len(ids):
+                status, data, ex = await client.post_json("/x/distributions", _decode_body(ids, start))
+                if data is None or not ex.ok:
+                    self._append(ctx, ex, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
+                    return
+                try:
+                    rows = _b64_rows(data)
+                except DistributionsReplyError as e:
+                    self._append(ctx, _malformed(ex, e), suite=suite, case_id=case.id, endpoint=ep, variant=variant,
+                                 extra=extra)
+                    return
             np.savez_compressed(ref_file, logprobs=rows, token_ids=np.asarray(ids), start=start)
             extra.update(start=start, n_tokens=len(ids), vocab_size=vocab)
             ex.response = {"omitted": "full distributions stored in kl_exact/"}
@@ -434,8 +464,10 @@ class LogprobKind:
             return  # the reference has no exact distributions for this case (not built-in, or it failed)
         saved = np.load(ref_file)
         ids, start, ref_rows = saved["token_ids"].tolist(), int(saved["start"]), saved["logprobs"].astype(np.float64)
-        status, data, ex = await client.post_json("/x/distributions", {"prompt": None, "prompt_token_ids": ids,
-                                                                         "start": start})
+        if decode and start >= len(ids):
+            return  # no continuation token to force
+        body = _decode_body(ids, start) if decode else {"prompt": None, "prompt_token_ids": ids, "start": start}
+        status, data, ex = await client.post_json("/x/distributions", body)
         cand_rows = None
         if data is not None and ex.ok:
             try:

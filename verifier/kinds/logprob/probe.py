@@ -5,6 +5,8 @@ Methods, in the order the KL figures prefer them:
 * ``exact``: the built-in engine's ``POST /v1/x/distributions`` (full distributions, exact KL). Only
   tried on loopback endpoints: a real provider never has it, and a request to an unknown path is
   exactly the kind of probe a provider could single out.
+* ``exact_decode``: the same extension with ``forced_token_ids``: a given continuation teacher-forced through
+  the engine's DECODE step (decode weights, KV cache format), full distributions at every position.
 * ``completions_echo``: ``/v1/completions`` with ``echo`` + ``logprobs`` (+ ``max_tokens`` 0, else 1):
   teacher forcing on a given text, prompt-token top-k logprobs.
 * ``vllm_prompt_logprobs``: vLLM's ``prompt_logprobs`` extension on ``/v1/completions``.
@@ -36,7 +38,7 @@ from verifier.kinds.logprob.align import (
 from verifier.records import BUDGET_REFUSED
 from verifier.run.exchange_guard import PROVIDER_FAULTS, one_line
 
-METHODS = ("exact", "completions_echo", "vllm_prompt_logprobs", "chat_logprobs")
+METHODS = ("exact", "exact_decode", "completions_echo", "vllm_prompt_logprobs", "chat_logprobs")
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
 PROBE_TOP = 5
 PROBE_ROUNDS = 3  # a method whose probe met a provider fault is probed again, at most this many times in all
@@ -89,6 +91,19 @@ async def probe_exact(client: EndpointClient) -> MethodProbe:
         return _failed(ex)
     if status != 200 or not isinstance(data, dict) or "logprobs_b64" not in data:
         return MethodProbe(supported=False, reason="no logprobs_b64 in the answer")
+    return MethodProbe(supported=True, top_k=int(data.get("vocab_size") or 0))
+
+
+async def probe_exact_decode(client: EndpointClient) -> MethodProbe:
+    """Teacher-forced decode (one forced token): an engine of before that extension answers 400, named here."""
+    if not is_loopback(client.config.base_url):
+        return MethodProbe(supported=False, reason="not a loopback endpoint (the extension is the built-in engine's)")
+    status, data, ex = await client.post_json("/x/distributions", {"prompt": PROBE_TEXT, "prompt_token_ids": None,
+                                                                   "forced_token_ids": [0]})
+    if not ex.ok:
+        return _failed(ex)
+    if status != 200 or not isinstance(data, dict) or data.get("path") != "decode" or data.get("shape", [0])[0] != 1:
+        return MethodProbe(supported=False, reason="no decode-path distribution in the answer")
     return MethodProbe(supported=True, top_k=int(data.get("vocab_size") or 0))
 
 
@@ -146,8 +161,9 @@ async def probe_endpoint(name: str, client: EndpointClient, *, rounds: int = PRO
     """Try every method (sequentially: four tiny requests); methods that met a provider fault are tried again,
     up to ``rounds`` times in all. Whatever still failed stays an error in the result."""
     out = ProbeResult(endpoint=name)
-    probes = (("exact", probe_exact), ("completions_echo", probe_completions_echo),
-              ("vllm_prompt_logprobs", probe_vllm_prompt_logprobs), ("chat_logprobs", probe_chat_logprobs))
+    probes = (("exact", probe_exact), ("exact_decode", probe_exact_decode),
+              ("completions_echo", probe_completions_echo), ("vllm_prompt_logprobs", probe_vllm_prompt_logprobs),
+              ("chat_logprobs", probe_chat_logprobs))
     for _ in range(max(1, rounds)):
         for method, fn in probes:
             if method in out.methods and not out.methods[method].error:

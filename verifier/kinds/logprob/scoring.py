@@ -3,7 +3,9 @@
 What each figure is (docs: suites/logprob/README.md):
 
 * ``kl_mean``: KL(reference || candidate) per token, **only** from an unbiased source: exact full distributions
-  (built-in engine: along the reference's sampled continuations when measured, one sequence each, else on its
+  (built-in engine: teacher-forced through its DECODE step when it offers that, ``extra["kl_computation"] =
+  "decode"``, so every position of a continuation is measured as generation computes it; else through prefill;
+  along the reference's sampled continuations when measured, one sequence each, else on its
   greedy continuation; interval method ``exact_cluster_bootstrap_t``), else the sampled-token k3
   estimator on continuations sampled from the reference at temperature 1 (``sampled_k3_cluster_bootstrap_t``),
   else absent. ``extra["kl_method"]`` says which ("exact" / "sampled_k3").
@@ -203,22 +205,26 @@ def _as_reference_token(cand: Position, ref: Position) -> Position:
 
 
 def _sampled_exact(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str,
-                   ep: str) -> PathData:
-    """Exact KL along the reference's sampled continuations (engines with full distributions): one sequence each."""
+                   ep: str, prefix: str = "exact_" + SAMPLE_PREFIX, whole: bool = False) -> PathData:
+    """Exact KL along the reference's sampled continuations (engines with full distributions): one sequence each.
+
+    ``prefix`` picks the records: ``exact_sample<j>`` (teacher-forced through prefill), ``decode_exact_sample<j>``
+    (through the decode step), or with ``whole`` the one variant named so: ``decode_exact`` (the greedy continuation
+    through decode)."""
     data = PathData()
     for cid in case_ids:
         if _case_error(recs, cid, ref_ep, ep):
             continue
         for variant in sorted(v for (e, c, v) in recs
-                              if e == ep and c == cid and v.startswith("exact_" + SAMPLE_PREFIX)):
+                              if e == ep and c == cid and (v == prefix if whole else v.startswith(prefix))):
             rec = recs[(ep, cid, variant)]
             if not rec.ok:
                 data.failed += 1
                 continue
             x = rec.extra
             if "kl" in x:
-                data.add(f"{cid}/{variant}", "exact", np.asarray(x["kl"]), np.asarray(x["ref_token_lp"]),
-                         np.asarray(x["cand_token_lp"]), np.asarray(x["same_top"]))
+                data.add(cid if whole else f"{cid}/{variant}", "exact", np.asarray(x["kl"]),
+                         np.asarray(x["ref_token_lp"]), np.asarray(x["cand_token_lp"]), np.asarray(x["same_top"]))
     return data
 
 
@@ -329,7 +335,8 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
     measured (it is what generated tokens go through, and the only path a decode-only quantization reaches);
     every other path's figures carry its name as prefix (``forced_``, ``decode_``, ``sampled_``).
     """
-    headline = next(p for p in ("decode", "forced", "sampled", "sampled_exact") if p in have)
+    headline = next(p for p in ("decode", "forced", "sampled", "sampled_exact", "decode_exact",
+                                "sampled_decode_exact") if p in have)
     res.extra["headline_path"] = headline
     res.extra["method"] = ",".join(sorted(have[headline].methods))
     res.extra["paths"] = {}
@@ -353,10 +360,11 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
         res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {','.join(sorted(data.methods))}"
                                         + (", top-k estimate" if not data.unbiased else "") + ")"))
         res.extra["paths"][path] = {"methods": dict(data.methods), "stats": st.model_dump(exclude_none=True)}
-    # kl_mean: exact full distributions first, else sampled-token k3; never a top-k figure
-    source = next((p for p in ("sampled_exact", "forced", "sampled") if p in have and have[p].unbiased), None)
+    # kl_mean: exact full distributions through the decode step first (what generation computes, every position),
+    # then through prefill, else sampled-token k3; never a top-k figure
+    source = next((p for p in DECODE_SOURCES + PREFILL_SOURCES if p in have and have[p].unbiased), None)
     res.metrics.pop("kl_mean", None)
-    withheld = _prefill_contradicted(have) if source is not None else None
+    withheld = _prefill_contradicted(have) if source in PREFILL_SOURCES else None
     if withheld is not None:
         res.extra["kl_mean_withheld"] = withheld
         res.notes.append(withheld)
@@ -365,13 +373,20 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
         res.metrics["kl_mean"] = kl_by_path[source]
         res.extra["kl_method"] = "sampled_k3" if source == "sampled" else "exact"
         res.extra["kl_path"] = source
+        res.extra["kl_computation"] = "decode" if source in DECODE_SOURCES else "prefill"
     # kl_topk_lower / kl_tail_mass: the decode path's when measured, else the forced top-k path's
     topk_path = next((p for p in ("decode", "forced") if p in have and not have[p].unbiased), None)
     if topk_path is not None and topk_path != headline:
         for name in ("kl_topk_lower", "kl_tail_mass"):
             if f"{topk_path}_{name}" in res.metrics:
                 res.metrics[name] = res.metrics[f"{topk_path}_{name}"]
-    notes = {"sampled_exact": "kl_mean: exact KL from full next-token distributions along continuations sampled "
+    notes = {"sampled_decode_exact": "kl_mean: exact KL from full next-token distributions along continuations "
+                                     "sampled from the reference at temperature 1, teacher-forced through the "
+                                     "engine's DECODE step on both sides (every position; one sequence each)",
+             "decode_exact": "kl_mean: exact KL from full next-token distributions on the reference's greedy "
+                             "continuation, teacher-forced through the engine's DECODE step on both sides (every "
+                             "position)",
+             "sampled_exact": "kl_mean: exact KL from full next-token distributions along continuations sampled "
                               "from the reference at temperature 1 (teacher-forced prefill path), one sequence each",
              "forced": "kl_mean: exact KL from full next-token distributions on the reference's greedy continuation "
                        "(teacher-forced prefill path)",
@@ -379,14 +394,22 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
                            "reference at temperature 1, teacher-forced on both endpoints (prefill path)"}
     if source is not None:
         res.notes.append(notes[source])
+    if source in DECODE_SOURCES and any(p in have for p in PREFILL_SOURCES):
+        res.notes.append("forced_*, sampled_exact_* and sampled_kl_* figures are teacher-forced through prefill: a "
+                         "quantization applied only when decoding does not reach them")
     elif withheld is None:
         res.notes.append("no kl_mean: neither full distributions nor sampled-token logprobs were measured; "
                          "kl_topk_lower is a lower bound on KL, not an estimate of it")
-    if "decode" in have:
+    if "decode" in have and source not in DECODE_SOURCES:
         res.notes.append("decode path (greedy generation, common prefix with the reference up to and including the "
                          "first divergence) has top-k logprobs only: kl_topk_lower is a lower bound; a decode-only "
                          "quantization is invisible to the teacher-forced (prefill) figures")
 
+
+#: kl_mean sources, in order of preference: exact through the decode step (the built-in engine's forced decode),
+#: then the teacher-forced prefill figures (exact, then sampled-token k3 over echo: all a remote API allows)
+DECODE_SOURCES = ("sampled_decode_exact", "decode_exact")
+PREFILL_SOURCES = ("sampled_exact", "forced", "sampled")
 
 #: The decode path's lower bound must exceed the teacher-forced KL by more than this (nats) to contradict it:
 #: BF16 twins differ by numerical noise of 1e-6..1e-4 on the decode path (see fingerprint.KL_FLOOR).
@@ -475,7 +498,10 @@ def score_logprob(suite: Any, records: list[ExchangeRecord], reference: str,
         forced, decode = _forced(recs, case_ids, reference, ep, on_ref), _decode(recs, case_ids, reference, ep)
         sampled = _sampled(recs, case_ids, reference, ep)
         paths = {"forced": forced, "decode": decode, "sampled": sampled,
-                 "sampled_exact": _sampled_exact(recs, case_ids, reference, ep)}
+                 "sampled_exact": _sampled_exact(recs, case_ids, reference, ep),
+                 "decode_exact": _sampled_exact(recs, case_ids, reference, ep, prefix="decode_exact", whole=True),
+                 "sampled_decode_exact": _sampled_exact(recs, case_ids, reference, ep,
+                                                        prefix="decode_exact_" + SAMPLE_PREFIX)}
         for path, data in paths.items():  # planned vs measured, per path: a failed request never hides its case
             res.counts[f"{path}_cases_measured"] = data.cases
             res.counts[f"{path}_cases_failed"] = data.failed
