@@ -99,6 +99,12 @@ def run(
     option: list[str] | None = typer.Option(
         None, "--option", "-o",
         help="Suite-kind option KEY=VALUE (repeatable), e.g. tokenizer=PATH, kl_profiles=FILE, top_logprobs=5."),
+    sequential: bool = typer.Option(
+        False, "--sequential",
+        help="Anytime-valid early stopping: cases in a seeded random order, each candidate stops once every "
+             "headline is settled (docs/verdict.md, 'Sequential mode')."),
+    look_every: int = typer.Option(50, "--look-every", min=1,
+                                   help="With --sequential: judge the headlines every N cases."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -145,7 +151,8 @@ def run(
         options["reference_repeat_share"] = reference_repeat_share
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
-                           display_progress=False if quiet else None, shard=shard)
+                           display_progress=False if quiet else None, shard=shard, sequential=sequential,
+                           look_every=look_every)
     try:
         outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:

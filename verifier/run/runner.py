@@ -61,6 +61,9 @@ from verifier.run.store import (
     new_run_id,
 )
 from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary
+from verifier.run.sequential import SequentialPolicy
+from verifier.run.sequential_run import SequentialSettings, draw_order, run_sequential, stopped_block, supports
+from verifier.run.summary import SequentialResult
 from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)
@@ -87,6 +90,9 @@ class RunSettings:
     #: what the caller does with the finished folder (``verifier.cli.compose``: history index on/off, database),
     #: recorded in the manifest so that ``--resume`` does the same; the runner only keeps it, never acts on it
     publish: dict[str, Any] = field(default_factory=dict)
+    #: ``--sequential [--look-every N]``: anytime-valid early stopping per candidate (verifier.run.sequential_run)
+    sequential: bool = False
+    look_every: int = 50
 
 
 @dataclass
@@ -165,6 +171,13 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
         recorded["shard"] = shard.label
     if s.publish:
         recorded["publish"] = s.publish
+    if s.sequential:  # the case order is drawn once and kept: --resume sends the same prefix
+        kept = SequentialSettings.model_validate((resumed.settings.get("sequential") or {}) if resumed else {})
+        recorded["sequential"] = SequentialSettings(
+            look_every=kept.look_every if resumed else s.look_every,
+            order={suite.manifest.name: kept.order.get(suite.manifest.name)
+                   or draw_order([c.id for c in suite.cases], s.seed, suite.manifest.name)
+                   for _, kind, suite in loaded if supports(kind)}).model_dump()
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded)
 
@@ -181,6 +194,7 @@ def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) 
     s.repeats, s.seed, s.limit, s.strict = st.get("repeats", 1), st.get("seed", 0), st.get("limit"), st.get("strict",
                                                                                                             False)
     s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
+    s.sequential = bool(st.get("sequential"))
     if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
         raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
                          f"not {s.shard}")
@@ -221,14 +235,16 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
         ctx = RunContext(run_dir=plan.run_dir, store=store, clients=clients, reference=endpoints.reference,
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
-        failures = await _run_suites(plan.loaded, ctx)
+        sequential: list[SequentialResult] = []
+        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential)
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures,
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - unsent,
+            sequential=sequential,
+            settings={**_without_order(plan.recorded_settings), "progress": {"exchanges": progress.done - unsent,
                                                              "errors": progress.errors - unsent,
                                                              "retries": progress.retries,
                                                              "resumed": progress.resumed, "not_sent": unsent}})
@@ -247,14 +263,23 @@ def _write_manifest(plan: RunPlan) -> RunManifest:
     return manifest
 
 
-async def _run_suites(loaded: LoadedSuites, ctx: RunContext) -> list[str]:
-    """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run."""
+async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[str, Any] | None = None,
+                      decided: list[SequentialResult] | None = None) -> list[str]:
+    """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run.
+
+    ``sequential`` (the manifest's ``--sequential`` settings): kinds that support it send look by look and each
+    candidate's decisions are appended to ``decided``.
+    """
     failures: list[str] = []
     with ctx.progress:
         ctx.progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
         for ref, kind, suite in loaded:
             ctx.progress.set_label(suite.manifest.name)
             try:
+                if sequential is not None and decided is not None and supports(kind) and ctx.candidates:
+                    decided += await run_sequential(kind, suite, ctx, SequentialSettings.model_validate(sequential),
+                                                    SequentialPolicy.from_verdict())
+                    continue
                 if getattr(kind, "needs_reference_first", False) and ctx.candidates:
                     await kind.run(suite, dataclasses.replace(ctx, candidates=[]))
                 await kind.run(suite, ctx)
@@ -421,7 +446,8 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
-               failures: list[str], settings: dict[str, Any]) -> tuple[RunSummary, list[str]]:
+               failures: list[str], settings: dict[str, Any],
+               sequential: list[SequentialResult] | None = None) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
 
     Shared by ``verifier run`` and ``verifier merge`` (verifier/run/merge.py), so a merged run is scored by exactly
@@ -458,13 +484,21 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
         reference=reference, endpoints=endpoint_info,
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
         fingerprints=fingerprints,
-        settings=settings)
+        settings=settings, sequential=sequential or [],
+        stopped=stopped_block(sequential, reference) if sequential else None)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)
     manifest.finished_at = finished
     manifest.status = "failed" if failures else "completed"
     manifest.write(run_dir)
     return summary, duplicate_warnings
+
+
+def _without_order(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The summary's settings: ``--sequential``'s case order stays in the manifest only (it lists every case)."""
+    if "sequential" not in recorded:
+        return recorded
+    return {**recorded, "sequential": {k: v for k, v in recorded["sequential"].items() if k != "order"}}
 
 
 def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> list[str]:

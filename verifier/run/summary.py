@@ -146,6 +146,32 @@ class SummaryFileError(ValueError):
     """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
 
 
+class SequentialHeadline(BaseModel):
+    """One headline under ``--sequential``: its anytime-valid decision and the confidence sequence behind it."""
+
+    metric: str
+    status: Literal["differs", "consistent", "open"]
+    units: int  # independent units (cases) the decision rests on
+    estimate: float | None = None  # mean paired difference, candidate minus reference (per case)
+    low: float | None = None  # confidence sequence at the headline's differs level (Bonferroni across headlines)
+    high: float | None = None
+    margin: float | None = None
+    settled_at: int | None = None  # cases sent when it settled (a look)
+    p_value: float | None = None  # anytime-valid p of the point null (always-material metrics), 1 / max e
+
+
+class SequentialResult(BaseModel):
+    """One candidate on one suite under ``--sequential``: cases used of the suite, and each headline's decision."""
+
+    suite: str
+    endpoint: str
+    cases: int  # cases this candidate answered (the look it stopped at, or the suite's size)
+    of: int  # cases in the suite
+    look_every: int
+    settled: bool
+    headlines: list[SequentialHeadline] = Field(default_factory=list)
+
+
 class RunSummary(BaseModel):
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -160,6 +186,10 @@ class RunSummary(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
+    #: why the run sent fewer cases than planned: ``{"reason": "settled", "cases": {endpoint: int}, ...}``
+    #: (``--sequential``); None when it sent every case
+    stopped: dict[str, Any] | None = None
+    sequential: list[SequentialResult] = Field(default_factory=list)  # ``--sequential``: decisions per candidate
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:
