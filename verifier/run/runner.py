@@ -47,6 +47,8 @@ from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.progress import Progress
 from verifier.run.protocol import RunContext, SuiteKind, suite_problems
+from verifier.run.sequential import SequentialPolicy
+from verifier.run.sequential_run import SequentialSettings, draw_order, run_sequential, stopped_block, supports
 from verifier.run.shard import Shard, ShardSpecError, shard_suite
 from verifier.run.store import (
     LOCK_NAME,
@@ -60,10 +62,7 @@ from verifier.run.store import (
     display_json,
     new_run_id,
 )
-from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary
-from verifier.run.sequential import SequentialPolicy
-from verifier.run.sequential_run import SequentialSettings, draw_order, run_sequential, stopped_block, supports
-from verifier.run.summary import SequentialResult
+from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary, SequentialResult
 from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)

@@ -63,7 +63,8 @@ def toolcall_units(cases: Sequence[ToolcallCase], order: Sequence[str], records:
         if a is None or not (a.ok and b.ok):
             continue
         case = by_id[key[0]]
-        for metric, unit in (("schema_accuracy", _schema_unit(a, b)), ("forced_call_success", _forced_unit(a, b, case))):
+        units = (("schema_accuracy", _schema_unit(a, b)), ("forced_call_success", _forced_unit(a, b, case)))
+        for metric, unit in units:
             if unit is not None:
                 per[metric][case.id].append(unit)
     position = {cid: i + 1 for i, cid in enumerate(order)}
