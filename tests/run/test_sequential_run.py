@@ -54,6 +54,7 @@ def test_sequential_run_stops_each_candidate_early_and_resume_is_exact(tmp_path,
         f"bad={bad.base_url}", "--suite", str(_suite(tmp_path, 300)), "--out", str(out), "--no-history", "-q",
         "--sequential", "--look-every", "50", "--seed", "4"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
+    assert "SEQUENTIAL weather / bad: settled after 50 of 300 cases: schema_accuracy differs" in res.output
     summary = RunSummary.read(out)
     seq = {r.endpoint: r for r in summary.sequential}
     assert seq["bad"].settled and seq["bad"].cases == 50  # half its calls invalid: differs at the first look
@@ -97,3 +98,10 @@ def test_without_sequential_every_case_is_sent_and_nothing_says_stopped(tmp_path
     summary = RunSummary.read(out)
     assert summary.stopped is None and summary.sequential == []
     assert len(_cases(_records(out))["c"]) == 60
+
+
+def test_look_every_without_sequential_is_refused_in_one_line(tmp_path) -> None:
+    res = CliRunner().invoke(app, ["run", "--reference", "builtin:tiny", "--look-every", "20",
+                                   "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "--look-every needs --sequential" in res.output
+    assert not (tmp_path / "r").exists()

@@ -103,8 +103,8 @@ def run(
         False, "--sequential",
         help="Anytime-valid early stopping: cases in a seeded random order, each candidate stops once every "
              "headline is settled (docs/verdict.md, 'Sequential mode')."),
-    look_every: int = typer.Option(50, "--look-every", min=1,
-                                   help="With --sequential: judge the headlines every N cases."),
+    look_every: int | None = typer.Option(None, "--look-every", min=1,
+                                          help="With --sequential: judge the headlines every N cases (default 50)."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -136,6 +136,8 @@ def run(
     except EndpointConfigError as e:
         _fail(str(e), 2)
         return
+    if look_every is not None and not sequential:
+        _fail("--look-every needs --sequential (it sets how often a sequential run judges its headlines)", 2)
     options: dict[str, Any] = {}
     hz = _ints(horizon, "--horizon")
     if hz:
@@ -152,7 +154,7 @@ def run(
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
                            display_progress=False if quiet else None, shard=shard, sequential=sequential,
-                           look_every=look_every)
+                           look_every=look_every or 50)
     try:
         outcome = run_and_publish(settings, Publish(history=not no_history, db=db))
     except InputError as e:
@@ -220,6 +222,12 @@ def _print_summary(outcome: Any) -> None:
                 shown.append(f"{key}={iv.value:.3f} [{_fmt(iv.low)}, {_fmt(iv.high)}] n={iv.n}")
         tag = " (reference)" if r.is_reference else ""
         _out.print(f"  {r.suite} / {r.endpoint}{tag}: " + ("; ".join(shown) or "no headline metric"), markup=False)
+    for q in s.sequential:  # --sequential: the anytime-valid decisions, and the cases they took
+        heads = ", ".join(f"{h.metric} {h.status}" + (f" [{h.low:+.3f}, {h.high:+.3f}] on {h.units} cases"
+                                                       if h.low is not None and h.high is not None else "")
+                          for h in q.headlines)
+        said = f"settled after {q.cases:,} of {q.of:,} cases" if q.settled else f"not settled after {q.cases:,} cases"
+        _out.print(f"SEQUENTIAL {q.suite} / {q.endpoint}: {said}: {heads or 'no headline measured'}", markup=False)
     for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
         _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"
