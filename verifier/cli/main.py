@@ -108,6 +108,12 @@ def run(
                                                 "sending at the cap and can be resumed with a higher --budget."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Send nothing: print what the run would send and cost "
                                                           "per endpoint and suite, and write plan.json in --out."),
+    sequential: bool = typer.Option(
+        False, "--sequential",
+        help="Anytime-valid early stopping: cases in a seeded random order, each candidate stops once every "
+             "headline is settled (docs/verdict.md, 'Sequential mode')."),
+    look_every: int | None = typer.Option(None, "--look-every", min=1,
+                                          help="With --sequential: judge the headlines every N cases (default 50)."),
 ) -> None:
     """Replay suites against the reference and candidate endpoints; write manifest, records, summary, report."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -139,6 +145,8 @@ def run(
     except EndpointConfigError as e:
         _fail(str(e), 2)
         return
+    if look_every is not None and not sequential:
+        _fail("--look-every needs --sequential (it sets how often a sequential run judges its headlines)", 2)
     options: dict[str, Any] = {}
     hz = _ints(horizon, "--horizon")
     if hz:
@@ -155,7 +163,7 @@ def run(
     settings = RunSettings(suites=list(suite or []), endpoints=eps, out=out, resume=resume, repeats=repeats, seed=seed,
                            limit=limit, strict=strict, stream=stream, options=options,
                            display_progress=False if quiet else None, shard=shard, budget=budget,
-                           probe_context=probe_context)
+                           probe_context=probe_context, sequential=sequential, look_every=look_every or 50)
     if dry_run:
         if resume is not None:
             _fail("--dry-run plans a new run; it cannot be combined with --resume", 2)
@@ -257,6 +265,12 @@ def _print_summary(outcome: Any) -> None:
     if s.stopped is not None and s.stopped.reason == "budget":
         _out.print(f"STOPPED by budget: {s.stopped.refused} requests not sent; continue with verifier run --resume "
                    f"{outcome.run_dir} --budget USD", markup=False)
+    for q in s.sequential:  # --sequential: the anytime-valid decisions, and the cases they took
+        heads = ", ".join(f"{h.metric} {h.status}" + (f" [{h.low:+.3f}, {h.high:+.3f}] on {h.units} cases"
+                                                       if h.low is not None and h.high is not None else "")
+                          for h in q.headlines)
+        said = f"settled after {q.cases:,} of {q.of:,} cases" if q.settled else f"not settled after {q.cases:,} cases"
+        _out.print(f"SEQUENTIAL {q.suite} / {q.endpoint}: {said}: {heads or 'no headline measured'}", markup=False)
     for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
         _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"

@@ -51,6 +51,8 @@ from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.progress import Progress
 from verifier.run.protocol import RunContext, SuiteKind, suite_problems
+from verifier.run.sequential import SequentialPolicy
+from verifier.run.sequential_run import SequentialSettings, draw_order, run_sequential, stopped_block, supports
 from verifier.run.shard import Shard, ShardSpecError, shard_suite
 from verifier.run.store import (
     LOCK_NAME,
@@ -64,7 +66,7 @@ from verifier.run.store import (
     display_json,
     new_run_id,
 )
-from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary, StopInfo
+from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary, SequentialResult, StopInfo
 from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,9 @@ class RunSettings:
     publish: dict[str, Any] = field(default_factory=dict)
     budget: float | None = None  # --budget: USD the whole run may spend (priced endpoints only)
     probe_context: bool = False  # one request near each stated context_length (costs tokens; verifier.run.claims)
+    #: ``--sequential [--look-every N]``: anytime-valid early stopping per candidate (verifier.run.sequential_run)
+    sequential: bool = False
+    look_every: int = 50
 
 
 @dataclass
@@ -177,6 +182,13 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
     ledgers = _ledgers(s, endpoints, run_dir if resumed is not None else None)
     if s.probe_context:
         recorded["probe_context"] = True
+    if s.sequential:  # the case order is drawn once and kept: --resume sends the same prefix
+        kept = SequentialSettings.model_validate((resumed.settings.get("sequential") or {}) if resumed else {})
+        recorded["sequential"] = SequentialSettings(
+            look_every=kept.look_every if resumed else s.look_every,
+            order={suite.manifest.name: kept.order.get(suite.manifest.name)
+                   or draw_order([c.id for c in suite.cases], s.seed, suite.manifest.name)
+                   for _, kind, suite in loaded if supports(kind)}).model_dump()
     return RunPlan(settings=s, endpoints=endpoints, loaded=loaded, run_dir=run_dir, resumed=resumed,
                    problems=problems, warnings=warnings, recorded_settings=recorded, ledgers=ledgers)
 
@@ -198,6 +210,14 @@ def _ledgers(s: RunSettings, endpoints: EndpointSet, resumed_dir: Path | None) -
         raise InputError(str(e)) from None
 
 
+def merge_stops(budget: StopInfo | None, settled: dict[str, Any] | None) -> StopInfo | None:
+    """One ``stopped`` for the summary: the budget's when a cap ended the sending (the sequential counts kept in
+    ``settled``), else the sequential one, else None."""
+    if budget is not None:
+        return budget.model_copy(update={"settled": settled}) if settled else budget
+    return StopInfo.model_validate(settled) if settled else None
+
+
 def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) -> RunManifest:
     """Lock ``run_dir`` (the folder of ``--resume``) and take the settings the run was started with back into ``s``."""
     try:
@@ -212,6 +232,7 @@ def _resume_manifest(s: RunSettings, run_dir: Path, held: contextlib.ExitStack) 
     s.stream, s.options = st.get("stream"), dict(st.get("options", {}))
     if s.budget is None:  # a resumed run keeps its budget unless --budget raises (or lowers) it
         s.budget = st.get("budget")
+    s.sequential = bool(st.get("sequential"))
     if s.shard is not None and _shard(s.shard) != _shard(st.get("shard")):
         raise InputError(f"--resume: the run was started with --shard {st.get('shard') or '(none)'}, "
                          f"not {s.shard}")
@@ -253,7 +274,8 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
         ctx = RunContext(run_dir=plan.run_dir, store=store, clients=clients, reference=endpoints.reference,
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
-        failures = await _run_suites(plan.loaded, ctx)
+        sequential: list[SequentialResult] = []
+        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential)
         if s.probe_context:
             await probe_endpoints(clients, endpoints, plan.run_dir)
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
@@ -262,10 +284,10 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
         summary, duplicate_warnings = finish_run(
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
-            failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget),
+            failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget), sequential=sequential,
             # requests never sent (a budget refusal, a stopped endpoint) were counted by their kind as failed exchanges
-            settings={**plan.recorded_settings, "progress": {"exchanges": progress.done - never_sent,
-                                                             "errors": progress.errors - never_sent,
+            settings={**_without_order(plan.recorded_settings), "progress": {"exchanges": progress.done - never_sent,
+                                                                             "errors": progress.errors - never_sent,
                                                              "retries": progress.retries,
                                                              "resumed": progress.resumed, "not_sent": unsent}})
     return RunOutcome(run_dir=plan.run_dir, summary=summary, problems=failures, warnings=duplicate_warnings)
@@ -283,14 +305,23 @@ def _write_manifest(plan: RunPlan) -> RunManifest:
     return manifest
 
 
-async def _run_suites(loaded: LoadedSuites, ctx: RunContext) -> list[str]:
-    """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run."""
+async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[str, Any] | None = None,
+                      decided: list[SequentialResult] | None = None) -> list[str]:
+    """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run.
+
+    ``sequential`` (the manifest's ``--sequential`` settings): kinds that support it send look by look and each
+    candidate's decisions are appended to ``decided``.
+    """
     failures: list[str] = []
     with ctx.progress:
         ctx.progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
         for ref, kind, suite in loaded:
             ctx.progress.set_label(suite.manifest.name)
             try:
+                if sequential is not None and decided is not None and supports(kind) and ctx.candidates:
+                    decided += await run_sequential(kind, suite, ctx, SequentialSettings.model_validate(sequential),
+                                                    SequentialPolicy.from_verdict())
+                    continue
                 if getattr(kind, "needs_reference_first", False) and ctx.candidates:
                     await kind.run(suite, dataclasses.replace(ctx, candidates=[]))
                 await kind.run(suite, ctx)
@@ -460,7 +491,8 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
                failures: list[str], settings: dict[str, Any],
-               stopped: StopInfo | None = None) -> tuple[RunSummary, list[str]]:
+               stopped: StopInfo | None = None,
+               sequential: list[SequentialResult] | None = None) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
 
     Shared by ``verifier run`` and ``verifier merge`` (verifier/run/merge.py), so a merged run is scored by exactly
@@ -499,8 +531,8 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
         reference=reference, endpoints=endpoint_info,
         suites=[suite.manifest for _, _, suite in loaded], results=results, input_problems=problems,
         fingerprints=fingerprints, cost=with_plan(run_cost(every_record, endpoint_info), run_dir / PLAN_NAME),
-        stopped=stopped,
-        settings=settings)
+        stopped=merge_stops(stopped, stopped_block(sequential, reference) if sequential else None),
+        settings=settings, sequential=sequential or [])
     summary.claims = _claims(summary, run_dir)
     summary.verdicts = _verdicts(summary)
     write_summary(run_dir, summary)
@@ -508,6 +540,13 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
     manifest.status = "failed" if failures else "completed"
     manifest.write(run_dir)
     return summary, duplicate_warnings
+
+
+def _without_order(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The summary's settings: ``--sequential``'s case order stays in the manifest only (it lists every case)."""
+    if "sequential" not in recorded:
+        return recorded
+    return {**recorded, "sequential": {k: v for k, v in recorded["sequential"].items() if k != "order"}}
 
 
 def _note_duplicates(store: RecordStore, results: list[EndpointSuiteResult]) -> list[str]:

@@ -192,12 +192,18 @@ class EndpointCost(TokenCost):
 
 
 class StopInfo(BaseModel):
-    """Why the run stopped before sending everything. ``reason`` "budget": a cap would have been passed."""
+    """Why the run stopped before sending everything: ``reason`` "budget" (a cap would have been passed) or
+    "settled" (``--sequential``: every headline of the candidates in ``cases`` was settled early). When both happen
+    the budget is the reason (it ended the sending) and ``settled`` keeps the sequential counts."""
 
     reason: str
     refused: int = 0  # requests not sent (they are not in records.jsonl; --resume sends them)
     caps: list[dict[str, Any]] = Field(default_factory=list)  # {"cap", "limit_usd", "committed_usd", "exhausted"}
     endpoints: dict[str, dict[str, Any]] = Field(default_factory=dict)  # name -> {"refused", "spent_usd"}
+    cases: dict[str, int] | None = None  # settled: cases each endpoint answered in the sequential suites
+    of: dict[str, int] | None = None  # settled: cases each sequential suite has
+    open: list[str] | None = None  # settled: candidates still open when the suite ran out
+    settled: dict[str, Any] | None = None  # budget and settled both: the sequential block
 
 
 class ClaimCheck(BaseModel):
@@ -218,6 +224,32 @@ class SummaryFileError(ValueError):
     """``summary.json`` cannot be read or does not hold a RunSummary; one line naming the file (and the field)."""
 
 
+class SequentialHeadline(BaseModel):
+    """One headline under ``--sequential``: its anytime-valid decision and the confidence sequence behind it."""
+
+    metric: str
+    status: Literal["differs", "consistent", "open"]
+    units: int  # independent units (cases) the decision rests on
+    estimate: float | None = None  # mean paired difference, candidate minus reference (per case)
+    low: float | None = None  # confidence sequence at the headline's differs level (Bonferroni across headlines)
+    high: float | None = None
+    margin: float | None = None
+    settled_at: int | None = None  # cases sent when it settled (a look)
+    p_value: float | None = None  # anytime-valid p of the point null (always-material metrics), 1 / max e
+
+
+class SequentialResult(BaseModel):
+    """One candidate on one suite under ``--sequential``: cases used of the suite, and each headline's decision."""
+
+    suite: str
+    endpoint: str
+    cases: int  # cases this candidate answered (the look it stopped at, or the suite's size)
+    of: int  # cases in the suite
+    look_every: int
+    settled: bool
+    headlines: list[SequentialHeadline] = Field(default_factory=list)
+
+
 class RunSummary(BaseModel):
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -233,8 +265,11 @@ class RunSummary(BaseModel):
     fingerprints: dict[str, Any] = Field(default_factory=dict)  # endpoint -> closest quantization profile
     verdicts: dict[str, Verdict] = Field(default_factory=dict)  # candidate endpoint -> verdict (schema 1.1)
     cost: dict[str, EndpointCost] = Field(default_factory=dict)  # endpoint -> reported tokens and USD
-    stopped: StopInfo | None = None  # set when the run stopped early (a budget)
+    #: why the run sent fewer requests than planned: a budget cap (``reason`` "budget") or ``--sequential`` settling
+    #: every candidate early (``reason`` "settled"); None when it sent everything
+    stopped: StopInfo | None = None
     claims: dict[str, list[ClaimCheck]] = Field(default_factory=dict)  # endpoint -> its stated claims, checked
+    sequential: list[SequentialResult] = Field(default_factory=list)  # ``--sequential``: decisions per candidate
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:

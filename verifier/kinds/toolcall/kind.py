@@ -26,11 +26,13 @@ from typing import Any
 from verifier.http.spend import request_max_tokens
 from verifier.kinds.toolcall import reference_repeats
 from verifier.kinds.toolcall.scoring import score_toolcall
+from verifier.kinds.toolcall.sequential_units import toolcall_units
 from verifier.kinds.toolcall.suite_format import LoadedSuite, content_hash, load_jsonl
 from verifier.records import ExchangeRecord
 from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.run.protocol import RunContext
 from verifier.run.request_plan import PlannedRequest
+from verifier.run.sequential import HeadlineUnits
 from verifier.run.summary import EndpointSuiteResult
 
 BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
@@ -147,6 +149,15 @@ class ToolcallKind:
                 if (name, case.id, ctx.reference, again, None, variant) not in done:
                     todo.append((ctx.reference, case, again, variant, True))
         return todo
+
+    def pending(self, suite: ToolcallSuite, ctx: RunContext) -> int:
+        """Exchanges of ``suite`` not yet on disk (``--sequential`` skips a batch that ``--resume`` finds done)."""
+        return len(self._todo(suite, ctx))
+
+    def sequential_units(self, suite: ToolcallSuite, order: list[str], records: list[ExchangeRecord],
+                         reference: str, candidate: str) -> list[HeadlineUnits]:
+        """The candidate's headlines as per-case paired units in the run's case order (``--sequential``)."""
+        return toolcall_units(suite.cases, order, records, reference, candidate)
 
     async def run(self, suite: ToolcallSuite, ctx: RunContext) -> None:
         """Send every pending exchange; the clients enforce rate and concurrency limits."""

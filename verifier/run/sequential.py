@@ -1,0 +1,130 @@
+"""``--sequential``: an anytime-valid decision per headline at every look, and when an endpoint may stop.
+
+Why: a fixed-n verdict judged again after every batch of cases is wrong (peeking, issue 38); here every decision is
+a first crossing of a test supermartingale (:mod:`verifier.stats.sequential`), so its error bound holds at whatever
+look the run stops. A headline's units are per-case paired differences, candidate minus reference, in [-1, 1], in the
+run's seeded case order (so every prefix is a random sample of the suite). At each look a headline is
+
+* ``differs``: the confidence sequence lies outside ``+-margin`` (both one-sided tests at the margin reject), at
+  ``alpha / k`` (Bonferroni across the endpoint's ``k`` headlines: Holm's step-down has no simple anytime-valid
+  form); for an always-material metric (forced-call success) half of that goes to the confidence sequence and
+  half to the e-process of the point null "no difference" (a sign test on the cases where the two differ);
+* ``consistent``: both one-sided tests "difference >= margin" and "<= -margin" have rejected at ``alpha`` each (an
+  intersection-union test: no correction needed, the endpoint is consistent only if every headline is);
+* ``open``: neither yet. Fewer than ``min_units`` units never settle anything.
+
+A decision is the first look where one of these happens, and it is kept: the runner stops an endpoint at the
+first look where every headline is settled. Everything is a pure function of the ordered units and the look
+schedule, so ``--resume`` replays the same decisions and stops at the same case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from verifier.run.summary import SequentialHeadline
+from verifier.run.verdict import VerdictPolicy
+from verifier.stats.sequential import anytime_p, betting_cs, betting_log_capital, mcnemar_mixture_e
+
+#: Metrics where any shown difference matters, margin or not (a provider's forced calls failing).
+ALWAYS_MATERIAL: frozenset[str] = frozenset({"forced_call_success"})
+MIN_UNITS = 10  # below this a headline is not testable (issue 38), so it never settles
+LOOK_EVERY = 50
+
+
+@dataclass
+class HeadlineUnits:
+    """One headline's paired per-case differences in draw order, and the 1-based draw position of each case."""
+
+    metric: str
+    units: np.ndarray  # candidate minus reference, per case, in [-1, 1]
+    positions: np.ndarray  # position of each unit's case in the run's case order (ascending)
+
+
+@dataclass
+class SequentialPolicy:
+    """The fixed-n verdict's error rate and margins (``VerdictPolicy``), and the sequential-only settings."""
+
+    alpha: float
+    margins: dict[str, float]
+    always_material: frozenset[str] = ALWAYS_MATERIAL
+    min_units: int = MIN_UNITS
+
+    @classmethod
+    def from_verdict(cls, policy: VerdictPolicy | None = None) -> SequentialPolicy:
+        p = policy or VerdictPolicy()
+        material = getattr(p, "always_material", None)
+        return cls(alpha=p.alpha, margins=dict(p.margins),
+                   always_material=frozenset(material) if material is not None else ALWAYS_MATERIAL,
+                   min_units=int(getattr(p, "min_units", MIN_UNITS) or MIN_UNITS))
+
+
+def look_schedule(sent: int, look_every: int, total: int) -> list[int]:
+    """The looks (cases sent) up to ``sent``: every ``look_every`` cases, and the suite's end."""
+    looks = list(range(look_every, min(sent, total) + 1, look_every))
+    if sent >= total and (not looks or looks[-1] != total):
+        looks.append(total)
+    return looks
+
+
+def _first(flags: np.ndarray) -> int | None:
+    hit = np.flatnonzero(flags)
+    return int(hit[0]) if hit.size else None
+
+
+def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Sequence[int], *,
+                   interval: bool = True) -> SequentialHeadline:
+    """The first look at which ``h`` settles (or ``open``), with its confidence sequence there (``interval=False``
+    leaves it out: simulations need only the decision)."""
+    margin = policy.margins.get(h.metric, 0.0)
+    material = h.metric in policy.always_material
+    n_at = np.searchsorted(h.positions, np.asarray(looks, dtype=int), side="right")
+    usable = n_at >= max(1, policy.min_units)
+    a_differs = policy.alpha / max(1, k)
+    a_cs = a_differs / 2 if material else a_differs
+    if not usable.any():
+        return SequentialHeadline(metric=h.metric, status="open", units=int(n_at[-1]) if len(n_at) else 0,
+                                  margin=margin)
+    idx = n_at[usable]
+    x = h.units[: int(idx.max())]
+    side_cut, cons_cut = math.log(2 / a_cs), math.log(1 / policy.alpha)
+    above = betting_log_capital(x, margin, +1, idx) >= side_cut  # rejects "difference <= +margin"
+    below = betting_log_capital(x, -margin, -1, idx) >= side_cut  # rejects "difference >= -margin"
+    differs = np.maximum.accumulate(above | below)
+    p_value = None
+    if material:
+        nonzero = np.cumsum(x != 0)[idx - 1]
+        plus = np.cumsum(x > 0)[idx - 1]
+        e = mcnemar_mixture_e(plus, nonzero)
+        differs |= np.maximum.accumulate(e >= 2 / a_differs)
+    consistent = (np.maximum.accumulate(betting_log_capital(x, margin, -1, idx) >= cons_cut)
+                  & np.maximum.accumulate(betting_log_capital(x, -margin, +1, idx) >= cons_cut))
+    d_at, c_at = _first(differs), _first(consistent)
+    at = min((i for i in (d_at, c_at) if i is not None), default=None)
+    status = "open" if at is None else "differs" if at == d_at else "consistent"
+    j = len(idx) - 1 if at is None else at
+    n = int(idx[j])
+    if material:
+        p_value = anytime_p(e[: j + 1])
+    low, high = betting_cs(h.units[:n], a_cs) if interval else (None, None)
+    return SequentialHeadline(metric=h.metric, status=status, units=n, estimate=float(np.mean(h.units[:n])),
+                              low=low, high=high, margin=margin, p_value=p_value,
+                              settled_at=None if at is None else int(np.asarray(looks)[usable][at]))
+
+
+def judge_endpoint(headlines: Sequence[HeadlineUnits], policy: SequentialPolicy,
+                   looks: Sequence[int]) -> tuple[int | None, list[SequentialHeadline]]:
+    """Each headline's decision, and the look (cases sent) at which every one was settled (None: not yet).
+
+    An endpoint with no headline at all (nothing measurable yet) is never settled.
+    """
+    if not looks:
+        return None, [SequentialHeadline(metric=h.metric, status="open", units=0) for h in headlines]
+    judged = [judge_headline(h, policy, len(headlines), looks) for h in headlines]
+    if not judged or any(j.settled_at is None for j in judged):
+        return None, judged
+    return max(j.settled_at or 0 for j in judged), judged
