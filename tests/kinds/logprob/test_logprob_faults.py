@@ -103,3 +103,33 @@ def test_failed_requests_are_counted_and_probe_faults_are_errors(tmp_path: Path)
         assert res.counts["requests"] == len(mine), ep
         assert res.counts["request_errors"] == sum(not r.ok for r in mine), ep
     assert progress.errors == sum(not r.ok for r in records)
+
+
+class _CappedLogprobs(ToyLM):
+    """The toy model behind vLLM's ``--max-logprobs 5``: asking for more alternatives is a 400, never fewer."""
+
+    def __call__(self, body, ctx):
+        k = max(int(body.get("top_logprobs") or 0), int(body.get("logprobs") or 0)
+                if not isinstance(body.get("logprobs"), bool) else 0, int(body.get("prompt_logprobs") or 0))
+        if k > 5:
+            return Reply.error(400, f"Requested sample logprobs of {k}, which is greater than max allowed: 5")
+        return super().__call__(body, ctx)
+
+
+def test_the_probe_asks_for_the_k_the_cases_use_so_a_capped_server_is_unsupported_not_failing(tmp_path) -> None:
+    """A probe at K = 5 passed on such a server and then every case asking for 20 failed; probed with the cases' K,
+    the logprob methods are unsupported with the server's own reason, and no case is sent to fail."""
+    ref = ScriptedServer(ToyLM()).start()
+    capped = ScriptedServer(_CappedLogprobs()).start()
+    try:
+        suite, records, results, _ = asyncio.run(_run(tmp_path, {"ref": ref, "capped": capped}))
+    finally:
+        ref.stop()
+        capped.stop()
+    probe = next(r for r in records if r.endpoint == "capped" and r.variant == "probe")
+    methods = probe.extra["probe"]["methods"]
+    for m in ("completions_echo", "chat_logprobs"):
+        assert not methods[m]["supported"] and "greater than max allowed" in methods[m]["reason"]
+    sent = [r for r in records if r.endpoint == "capped" and r.variant != "probe"]
+    assert not [r for r in sent if r.status == 400]  # no case was sent only to be refused
+    assert "kl_topk_lower" not in results["capped"].metrics

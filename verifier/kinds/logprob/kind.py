@@ -274,7 +274,7 @@ class LogprobKind:
         old = self._find(ctx, suite, PROBE_CASE, ep, "probe")
         if old is not None:  # only a probe that met no provider fault is ever reused
             return ProbeResult.model_validate(old.extra["probe"])
-        res = await probe_endpoint(ep, ctx.clients[ep])
+        res = await probe_endpoint(ep, ctx.clients[ep], top=int(ctx.options.get("top_logprobs", TOP_K)))
         rhash = hashlib.sha256(f"probe:{ep}".encode()).hexdigest()
         errors = res.errors()
         if not errors:

@@ -23,6 +23,7 @@ never reported as "unsupported" nor reused by ``--resume``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlparse
 
@@ -107,11 +108,11 @@ async def probe_exact_decode(client: EndpointClient) -> MethodProbe:
     return MethodProbe(supported=True, top_k=int(data.get("vocab_size") or 0))
 
 
-async def probe_completions_echo(client: EndpointClient) -> MethodProbe:
+async def probe_completions_echo(client: EndpointClient, top: int = PROBE_TOP) -> MethodProbe:
     last = MethodProbe(supported=False, reason="no answer")
     for max_tokens in (0, 1):
         ex = await client.completions({"prompt": PROBE_TEXT, "max_tokens": max_tokens, "echo": True,
-                                       "logprobs": PROBE_TOP, "temperature": 0})
+                                       "logprobs": top, "temperature": 0})
         if not ex.ok:
             last = _failed(ex)
             if last.error:
@@ -128,14 +129,14 @@ async def probe_completions_echo(client: EndpointClient) -> MethodProbe:
     return last
 
 
-async def probe_vllm_prompt_logprobs(client: EndpointClient) -> MethodProbe:
-    ex = await client.completions({"prompt": PROBE_TEXT, "max_tokens": 1, "prompt_logprobs": PROBE_TOP,
+async def probe_vllm_prompt_logprobs(client: EndpointClient, top: int = PROBE_TOP) -> MethodProbe:
+    ex = await client.completions({"prompt": PROBE_TEXT, "max_tokens": 1, "prompt_logprobs": top,
                                    "temperature": 0})
     if not ex.ok:
         return _failed(ex)
     choice = ((ex.response or {}).get("choices") or [{}])[0]
     try:
-        track = parse_vllm_prompt_logprobs(choice.get("prompt_logprobs"), PROBE_TOP)
+        track = parse_vllm_prompt_logprobs(choice.get("prompt_logprobs"), top)
     except LogprobFormatError as e:
         return MethodProbe(supported=False, reason=str(e))
     if not track.positions:
@@ -143,9 +144,9 @@ async def probe_vllm_prompt_logprobs(client: EndpointClient) -> MethodProbe:
     return MethodProbe(supported=True, top_k=min(len(p.top) for p in track.positions))
 
 
-async def probe_chat_logprobs(client: EndpointClient) -> MethodProbe:
+async def probe_chat_logprobs(client: EndpointClient, top: int = PROBE_TOP) -> MethodProbe:
     ex = await client.chat({"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 3,
-                            "temperature": 0, "logprobs": True, "top_logprobs": PROBE_TOP}, stream=False)
+                            "temperature": 0, "logprobs": True, "top_logprobs": top}, stream=False)
     if not ex.ok:
         return _failed(ex)
     try:
@@ -157,13 +158,21 @@ async def probe_chat_logprobs(client: EndpointClient) -> MethodProbe:
     return MethodProbe(supported=True, top_k=min(len(p.top) for p in track.positions))
 
 
-async def probe_endpoint(name: str, client: EndpointClient, *, rounds: int = PROBE_ROUNDS) -> ProbeResult:
+async def probe_endpoint(name: str, client: EndpointClient, *, rounds: int = PROBE_ROUNDS,
+                         top: int = PROBE_TOP) -> ProbeResult:
     """Try every method (sequentially: four tiny requests); methods that met a provider fault are tried again,
-    up to ``rounds`` times in all. Whatever still failed stays an error in the result."""
+    up to ``rounds`` times in all. Whatever still failed stays an error in the result.
+
+    ``top`` is the number of alternatives the cases will ask for: a server capped below it (vLLM's
+    ``--max-logprobs``) refuses every such request with HTTP 400 rather than returning fewer, so a probe asking for
+    fewer would pass and every case would then fail; asked with the cases' K, the method is found unsupported here,
+    with the server's own reason.
+    """
     out = ProbeResult(endpoint=name)
     probes = (("exact", probe_exact), ("exact_decode", probe_exact_decode),
-              ("completions_echo", probe_completions_echo), ("vllm_prompt_logprobs", probe_vllm_prompt_logprobs),
-              ("chat_logprobs", probe_chat_logprobs))
+              ("completions_echo", functools.partial(probe_completions_echo, top=top)),
+              ("vllm_prompt_logprobs", functools.partial(probe_vllm_prompt_logprobs, top=top)),
+              ("chat_logprobs", functools.partial(probe_chat_logprobs, top=top)))
     for _ in range(max(1, rounds)):
         for method, fn in probes:
             if method in out.methods and not out.methods[method].error:
