@@ -3,10 +3,10 @@
 Why a module of its own: a provider's listing (OpenRouter's ``quantization``, ``supported_parameters``,
 ``supports_implicit_caching``, ``context_length``) is a product spec, and the run already measures each of those
 things somewhere (the KL fingerprint, the forced tool calls, the logprob probe, the cache suite, the opt-in
-context probe). This module only *reads* the summary's figures and says, per claim, ``agrees``, ``contradicts``
-or ``not checked``, with the evidence in words. It is deliberately asymmetric: ``contradicts`` needs confident
-evidence (for precision: a calibrated profile of another precision, ahead by the fingerprint's margin), and every
-gap in the evidence is ``not checked`` with the reason, never a silent agreement.
+context probe, the ``response_format`` probe). This module only *reads* those figures and says, per claim,
+``agrees``, ``contradicts`` or ``not checked``, with the evidence in words. It is deliberately asymmetric:
+``contradicts`` needs confident evidence (for precision: a calibrated profile of another precision, ahead by the
+fingerprint's margin), and every gap in the evidence is ``not checked`` with the reason, never a silent agreement.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from verifier.kinds.logprob.fingerprint import AMBIGUOUS_MARGIN
 from verifier.records import StatedClaims
+from verifier.run.format_probe import FormatProbe
 from verifier.run.summary import ClaimCheck, EndpointSuiteResult, RunSummary
 
 __all__ = ["ContextProbe", "PRECISION_CLAIMS", "check_claims", "contradiction_headline", "precision_class",
@@ -160,7 +161,7 @@ def _mine(summary: RunSummary, endpoint: str, kind: str) -> list[EndpointSuiteRe
     return [r for r in summary.results if r.endpoint == endpoint and r.kind == kind]
 
 
-def _check_parameter(name: str, summary: RunSummary, endpoint: str) -> ClaimCheck:
+def _check_parameter(name: str, summary: RunSummary, endpoint: str, formats: FormatProbe | None) -> ClaimCheck:
     claim = f"supported_parameters:{name}"
 
     def row(status: str, evidence: str, measured: Any = None) -> ClaimCheck:
@@ -199,8 +200,48 @@ def _check_parameter(name: str, summary: RunSummary, endpoint: str) -> ClaimChec
             return row("contradicts", f"no logprobs by any method; chat logprobs: {refused[0]}", measured=[])
         return row("not checked", "no logprob suite (or no conclusive logprob probe) in this run")
     if name == "response_format":
-        return row("not checked", "no request of this run asked for response_format (the suites do not use it)")
+        return _check_response_format(formats)
     return row("not checked", "the run has no check for this parameter")
+
+
+def _check_response_format(probe: FormatProbe | None) -> ClaimCheck:
+    """JSON mode against the probe (verifier/run/format_probe): every reply a JSON object agrees; a refusal naming
+    the parameter, or an answer that is not a JSON object, contradicts; faults and cut replies leave it open."""
+    claim, ask = "supported_parameters:response_format", "response_format json_object"
+
+    def row(status: str, evidence: str, measured: Any = None) -> ClaimCheck:
+        return ClaimCheck(claim=claim, stated=True, measured=measured, status=status, evidence=evidence)  # type: ignore[arg-type]
+
+    if probe is None or not probe.replies:
+        return row("not checked", "no response_format probe recorded for this endpoint (the run sends one when the "
+                                  "parameter is stated; a run folder from an older version has none)")
+    n = len(probe.replies)
+    by: dict[str, list] = {}
+    for r in probe.replies:
+        by.setdefault(r.outcome, []).append(r)
+    parsed = len(by.get("parsed", []))
+    measured = f"parsed {parsed} of {n}"
+    if "refused" in by:
+        first = by["refused"][0]
+        return row("contradicts", f"{ask} refused in {len(by['refused'])} of {n} requests: HTTP {first.status} "
+                                  f"{first.detail or ''}".rstrip(), measured="refused")
+    if "not_json" in by:
+        bad = by["not_json"]
+        return row("contradicts", f"{len(bad)} of {n} replies to {ask} did not parse as a JSON object (first: "
+                                  f"{bad[0].detail}); {parsed} of {n} did", measured=measured)
+    if parsed == n:
+        return row("agrees", f"{n} of {n} replies to {ask} parsed as JSON objects", measured=measured)
+    reasons = []
+    if "fault" in by:
+        reasons.append(f"{len(by['fault'])} of {n} requests failed without an answer ({by['fault'][0].detail})")
+    if "rejected" in by:
+        first = by["rejected"][0]
+        reasons.append(f"{len(by['rejected'])} of {n} requests refused without naming response_format (HTTP "
+                       f"{first.status}: {first.detail})")
+    if "truncated" in by:
+        reasons.append(f"{len(by['truncated'])} of {n} replies cut by max_tokens before the object closed")
+    return row("not checked", f"{parsed} of {n} replies to {ask} parsed as JSON objects; " + "; ".join(reasons),
+               measured=measured)
 
 
 def _check_caching(stated: bool, summary: RunSummary, endpoint: str) -> ClaimCheck:
@@ -253,8 +294,10 @@ def _check_context(stated: int, probe: ContextProbe | None) -> ClaimCheck:
 # ---------------------------------------------------------------------------------------------------------------
 
 def check_endpoint(summary: RunSummary, endpoint: str, claims: StatedClaims,
-                   probe: ContextProbe | None = None, margin: float = AMBIGUOUS_MARGIN) -> list[ClaimCheck]:
-    """Every stated claim of one endpoint, in the order of :class:`StatedClaims`' fields."""
+                   probe: ContextProbe | None = None, margin: float = AMBIGUOUS_MARGIN,
+                   formats: FormatProbe | None = None) -> list[ClaimCheck]:
+    """Every stated claim of one endpoint, in the order of :class:`StatedClaims`' fields; ``probe`` is its
+    ``--probe-context`` result, ``formats`` its ``response_format`` probe (None: not sent)."""
     out: list[ClaimCheck] = []
     fp = _fingerprint_of(summary, endpoint)
     for name in PRECISION_CLAIMS:
@@ -270,7 +313,7 @@ def check_endpoint(summary: RunSummary, endpoint: str, claims: StatedClaims,
         out.append(_check_context(claims.context_length, probe))
     if claims.supported_parameters is not None:
         listed = list(dict.fromkeys(claims.supported_parameters))
-        out += [_check_parameter(p, summary, endpoint) for p in CHECKED_PARAMETERS if p in listed]
+        out += [_check_parameter(p, summary, endpoint, formats) for p in CHECKED_PARAMETERS if p in listed]
         rest = [p for p in listed if p not in CHECKED_PARAMETERS]
         if rest:
             out.append(ClaimCheck(claim="supported_parameters (others)", stated=rest, status="not checked",
@@ -280,10 +323,11 @@ def check_endpoint(summary: RunSummary, endpoint: str, claims: StatedClaims,
     return out
 
 
-def check_claims(summary: RunSummary, probes: dict[str, ContextProbe] | None = None) -> dict[str, list[ClaimCheck]]:
+def check_claims(summary: RunSummary, probes: dict[str, ContextProbe] | None = None,
+                 formats: dict[str, FormatProbe] | None = None) -> dict[str, list[ClaimCheck]]:
     """The ``claims`` table of the summary: every endpoint that states something, each claim checked."""
-    probes = probes or {}
-    return {ep.name: check_endpoint(summary, ep.name, ep.claims, probes.get(ep.name))
+    probes, formats = probes or {}, formats or {}
+    return {ep.name: check_endpoint(summary, ep.name, ep.claims, probes.get(ep.name), formats=formats.get(ep.name))
             for ep in summary.endpoints if ep.claims is not None}
 
 

@@ -44,8 +44,8 @@ from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_
 from verifier.http.spend import EndpointLedger, build_ledgers, usd
 from verifier.kinds.logprob.fingerprint import read_profile_file
 from verifier.records import EndpointConfig, ExchangeRecord
+from verifier.run import context_probe, format_probe
 from verifier.run.claims import check_claims
-from verifier.run.context_probe import load_probes, probe_endpoints
 from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
@@ -277,7 +277,8 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
         sequential: list[SequentialResult] = []
         failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential)
         if s.probe_context:
-            await probe_endpoints(clients, endpoints, plan.run_dir)
+            await context_probe.probe_endpoints(clients, endpoints, plan.run_dir)
+        await format_probe.probe_endpoints(clients, endpoints, plan.run_dir)  # only endpoints stating response_format
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         never_sent = unsent + store.refused_by_budget
@@ -577,7 +578,7 @@ def _planned(kind: SuiteKind, suite: Any, ctx: RunContext) -> int:
 def _claims(summary: RunSummary, run_dir: Path) -> dict:
     """Each endpoint's stated claims against the run's figures; a bug there is logged, never a lost summary."""
     try:
-        return check_claims(summary, load_probes(run_dir))
+        return check_claims(summary, context_probe.load_probes(run_dir), format_probe.load_probes(run_dir))
     except Exception:  # noqa: BLE001 - the claims table is derived data; the figures it reads are still written
         log.exception("claims not checked")
         return {}
