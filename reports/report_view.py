@@ -32,6 +32,7 @@ from verifier.history.gate import DEFAULT_POLICY, GateResult, Policy, evaluate, 
 from verifier.http.redaction import public_url
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import EndpointSuiteResult, MetricEvidence, RunSummary, Verdict
+from verifier.run.usage_line import verdict_usage
 from verifier.run.verdict import VerdictPolicy, compute_verdicts
 
 if TYPE_CHECKING:
@@ -97,8 +98,10 @@ def headlines(summary: RunSummary, verdicts: dict[str, Verdict]) -> list[Headlin
             out.append(Headline(endpoint=ep.name, status="inconclusive", mark=VERDICT_MARKS["inconclusive"],
                                 text=f"{ep.name}: no verdict was computed."))
         else:
+            usage = verdict_usage(summary, ep.name, v)
             out.append(Headline(endpoint=ep.name, status=v.status, mark=VERDICT_MARKS[v.status], text=v.headline,
-                                evidence=[evidence_line(e) for e in v.evidence]))
+                                evidence=[evidence_line(e) for e in v.evidence], usage=usage.text,
+                                limit=usage.limit or ""))
     return out
 
 
@@ -108,6 +111,10 @@ def evidence_line(e: MetricEvidence) -> str:
     ci = f" [{fmt_diff(e.metric, d.low)}, {fmt_diff(e.metric, d.high)}]" if d.low is not None and d.high is not None \
         else ""
     said = "significant after Holm" if e.significant else "shown inside the margin" if e.equivalent else "not settled"
+    if e.test == "sequential (anytime-valid)":
+        # the sequential decision ("settled by the sequential test after N of M cases"), not a fixed-n test; the
+        # reason's later clauses (the unused fixed-n figure) stay in summary.json
+        said = (e.reason or e.status or said).split("; ", 1)[0]
     margin = f", margin ±{fmt_diff(e.metric, e.margin).lstrip('+')}" if e.margin is not None else ""
     return (f"{metric_info(e.metric).label} ({e.suite}): {fmt_diff(e.metric, d.value)}{ci}, n={d.n}; "
             f"{said}{margin}")
