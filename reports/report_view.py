@@ -61,6 +61,15 @@ DECISION_WORDS = {
 }
 
 
+#: Said with the rule when the run was ``--sequential`` (docs/verdict.md, "Sequential mode").
+SEQUENTIAL_WORDS = [
+    "This run was sequential: schema accuracy and forced-call success are judged by anytime-valid tests at every "
+    "look, and their status is the sequential decision (settled after N of M cases, or open), never a fixed-n test "
+    "on the cases sent; trigger F1 and argument agreement are not in the sequential set and are fixed-n figures read "
+    "after an adaptive stop. No 'more cases' advice is given for an adaptive stop.",
+]
+
+
 def _rule_words(alpha: float, vp: VerdictPolicy) -> list[str]:
     """The verdict rule, inline: a reader of this one HTML file has no docs folder beside it."""
     margins = ", ".join(f"{metric_info(m).label} ±{100 * v:g} pts" if metric_info(m).unit == "%" else
@@ -278,7 +287,8 @@ def build_report_view(
     return ReportView(
         summary=summary, endpoints=endpoints, columns=VERDICT_COLUMNS, shown_columns=shown, hidden_columns=hidden,
         column_index=column_index, rows=rows, headlines=headlines(summary, verdicts), marks=VERDICT_MARKS,
-        alpha=vp.alpha, rule_words=_rule_words(vp.alpha, vp), glossary=glossary, gate=gate_view(gate, policy),
+        alpha=vp.alpha, rule_words=_rule_words(vp.alpha, vp) + (SEQUENTIAL_WORDS if summary.sequential else []),
+        glossary=glossary, gate=gate_view(gate, policy),
         sections=sections, disagreements=dis, identical_dropped=dropped, cards=cards, history=hist,
         drift_tested=drift is not None,
         settings_text=[(k, fmt_mapping({k: v}).split(" = ", 1)[1]) for k, v in summary.settings.items()],

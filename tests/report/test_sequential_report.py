@@ -110,6 +110,7 @@ def test_sequential_report_shows_cases_and_cost_beside_each_verdict(sequential_r
         assert f"  {name}: {beside}" in printed  # and in the CLI's final lines, under its verdict
         assert c.requests < 300 * 1.5  # the stop saved requests: 300 cases are planned, fewer were sent
     assert heads["bad"].index("settled after 50 of 300 cases, $") > heads["bad"].index("differs from ref")
+    assert "This run was sequential" in (out / "report.html").read_text()  # the rule, as applied, in the page
     # trigger F1 and argument agreement (25 repeat cases here, below their minimum) are outside the sequential set:
     # the line beside the verdict says the stop did not settle them
     for name in ("bad", "twin"):
@@ -172,3 +173,4 @@ def test_a_budget_stopped_run_says_so_beside_the_verdict(tmp_path: Path, scripte
     assert said in heads["cand"], heads["cand"]
     assert "stopped by budget" not in heads["ref"]
     assert f"  cand: ${s.cost['cand'].usd:.4f} ({sent} requests), {said}" in res.output
+    assert "This run was sequential" not in (out / "report.html").read_text()
