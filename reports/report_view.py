@@ -32,6 +32,7 @@ from verifier.history.gate import DEFAULT_POLICY, GateResult, Policy, evaluate, 
 from verifier.http.redaction import public_url
 from verifier.records import ExchangeRecord, Interval
 from verifier.run.summary import EndpointSuiteResult, MetricEvidence, RunSummary, Verdict
+from verifier.run.usage_line import verdict_usage
 from verifier.run.verdict import VerdictPolicy, compute_verdicts
 
 if TYPE_CHECKING:
@@ -58,6 +59,15 @@ DECISION_WORDS = {
     "ci_strict": "Rule ci_strict: an absolute threshold passes only when the whole 95% CI clears it",
     "ci_lenient": "Rule ci_lenient: an absolute threshold fails only when the whole 95% CI misses it",
 }
+
+
+#: Said with the rule when the run was ``--sequential`` (docs/verdict.md, "Sequential mode").
+SEQUENTIAL_WORDS = [
+    "This run was sequential: schema accuracy and forced-call success are judged by anytime-valid tests at every "
+    "look, and their status is the sequential decision (settled after N of M cases, or open), never a fixed-n test "
+    "on the cases sent; trigger F1 and argument agreement are not in the sequential set and are fixed-n figures read "
+    "after an adaptive stop. No 'more cases' advice is given for an adaptive stop.",
+]
 
 
 def _rule_words(alpha: float, vp: VerdictPolicy) -> list[str]:
@@ -97,8 +107,10 @@ def headlines(summary: RunSummary, verdicts: dict[str, Verdict]) -> list[Headlin
             out.append(Headline(endpoint=ep.name, status="inconclusive", mark=VERDICT_MARKS["inconclusive"],
                                 text=f"{ep.name}: no verdict was computed."))
         else:
+            usage = verdict_usage(summary, ep.name, v)
             out.append(Headline(endpoint=ep.name, status=v.status, mark=VERDICT_MARKS[v.status], text=v.headline,
-                                evidence=[evidence_line(e) for e in v.evidence]))
+                                evidence=[evidence_line(e) for e in v.evidence], usage=usage.text,
+                                limit=usage.limit or ""))
     return out
 
 
@@ -108,6 +120,10 @@ def evidence_line(e: MetricEvidence) -> str:
     ci = f" [{fmt_diff(e.metric, d.low)}, {fmt_diff(e.metric, d.high)}]" if d.low is not None and d.high is not None \
         else ""
     said = "significant after Holm" if e.significant else "shown inside the margin" if e.equivalent else "not settled"
+    if e.test == "sequential (anytime-valid)":
+        # the sequential decision ("settled by the sequential test after N of M cases"), not a fixed-n test; the
+        # reason's later clauses (the unused fixed-n figure) stay in summary.json
+        said = (e.reason or e.status or said).split("; ", 1)[0]
     margin = f", margin ±{fmt_diff(e.metric, e.margin).lstrip('+')}" if e.margin is not None else ""
     return (f"{metric_info(e.metric).label} ({e.suite}): {fmt_diff(e.metric, d.value)}{ci}, n={d.n}; "
             f"{said}{margin}")
@@ -271,7 +287,8 @@ def build_report_view(
     return ReportView(
         summary=summary, endpoints=endpoints, columns=VERDICT_COLUMNS, shown_columns=shown, hidden_columns=hidden,
         column_index=column_index, rows=rows, headlines=headlines(summary, verdicts), marks=VERDICT_MARKS,
-        alpha=vp.alpha, rule_words=_rule_words(vp.alpha, vp), glossary=glossary, gate=gate_view(gate, policy),
+        alpha=vp.alpha, rule_words=_rule_words(vp.alpha, vp) + (SEQUENTIAL_WORDS if summary.sequential else []),
+        glossary=glossary, gate=gate_view(gate, policy),
         sections=sections, disagreements=dis, identical_dropped=dropped, cards=cards, history=hist,
         drift_tested=drift is not None,
         settings_text=[(k, fmt_mapping({k: v}).split(" = ", 1)[1]) for k, v in summary.settings.items()],

@@ -54,6 +54,8 @@ class Headline(BaseModel):
     mark: str
     text: str
     evidence: list[str] = Field(default_factory=list)  # one line per headline metric, as the verdict states it
+    usage: str = ""  # cases used, cost and a budget stop, beside the verdict (verifier.run.usage_line)
+    limit: str = ""  # what a sequential stop left unsettled (trigger F1, argument agreement)
 
 
 class MetricRow(BaseModel):

@@ -29,6 +29,7 @@ from verifier.run.errors import InputError, RunFailed
 from verifier.run.merge import MergeSettings
 from verifier.run.runner import RunSettings
 from verifier.run.store import RunManifest, StoreError
+from verifier.run.usage_line import verdict_usage
 
 _out = Console(highlight=False, soft_wrap=True)
 
@@ -273,6 +274,10 @@ def _print_summary(outcome: Any) -> None:
         _out.print(f"SEQUENTIAL {q.suite} / {q.endpoint}: {said}: {heads or 'no headline measured'}", markup=False)
     for v in s.verdicts.values():  # the answer, last, where the eye lands (docs/verdict.md)
         _out.print(f"{v.status.upper()}: {v.headline}", markup=False, highlight=False)
+        usage = verdict_usage(s, v.endpoint, v)  # cases used, cost, a budget stop: beside the verdict
+        for line in (usage.text, usage.limit):
+            if line:
+                _out.print(f"  {v.endpoint}: {line}", markup=False, highlight=False)
     report = Path(outcome.run_dir) / "report.html"
     if report.exists():
         _out.print(f"report: {report}")

@@ -58,9 +58,12 @@ class SequentialPolicy:
     def from_verdict(cls, policy: VerdictPolicy | None = None) -> SequentialPolicy:
         p = policy or VerdictPolicy()
         material = getattr(p, "always_material", None)
+        # the verdict's minimum is per metric (a dict) since issue 38; the sequential floor stays MIN_UNITS
+        # (docs/verdict.md: "always below 10 units"), a single number only when the policy gives one
+        given = getattr(p, "min_units", MIN_UNITS)
         return cls(alpha=p.alpha, margins=dict(p.margins),
                    always_material=frozenset(material) if material is not None else ALWAYS_MATERIAL,
-                   min_units=int(getattr(p, "min_units", MIN_UNITS) or MIN_UNITS))
+                   min_units=MIN_UNITS if isinstance(given, dict) else int(given or MIN_UNITS))
 
 
 def look_schedule(sent: int, look_every: int, total: int) -> list[int]:

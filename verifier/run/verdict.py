@@ -22,9 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from verifier.run.claims import contradiction_headline
-from verifier.run.summary import EndpointSuiteResult, FingerprintEvidence, RunSummary, Verdict
+from verifier.run.summary import EndpointSuiteResult, FingerprintEvidence, RunSummary, SequentialResult, Verdict
 from verifier.run.verdict_evidence import Reading, read_fingerprint, read_suite
 from verifier.run.verdict_policy import HEADLINE_METRICS, HEADLINE_ORDER, VerdictPolicy
+from verifier.run.verdict_sequential import apply_sequential
 from verifier.run.verdict_stats import more_units, p_inside, p_outside, p_point, spread
 from verifier.run.verdict_text import (
     PEEKING_WARNING,
@@ -89,8 +90,12 @@ def _settle(readings: list[Reading], policy: VerdictPolicy, family: int) -> None
 
 
 def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference_results: Iterable[EndpointSuiteResult],
-                reference: str, policy: VerdictPolicy | None = None) -> Verdict:
-    """The verdict of one candidate from its per-suite results and the reference's (same suites)."""
+                reference: str, policy: VerdictPolicy | None = None,
+                sequential: Iterable[SequentialResult] = ()) -> Verdict:
+    """The verdict of one candidate from its per-suite results and the reference's (same suites).
+
+    ``sequential``: this candidate's ``--sequential`` results; their headlines are judged by the anytime-valid
+    decisions instead of the fixed-n tests (:mod:`verifier.run.verdict_sequential`)."""
     policy = policy or VerdictPolicy()
     refs = {r.suite: r for r in reference_results}
     readings: list[Reading] = []
@@ -106,6 +111,12 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
         _test(r, policy)
     family = _holm(readings, fingerprint, policy.alpha)
     _settle(readings, policy, family)
+    notes: dict[int, str] = {}
+    seq = list(sequential)
+    if seq:
+        kept = {id(r.evidence): r for r in readings}
+        evidence, notes = apply_sequential([r.evidence for r in readings], seq)
+        readings = [kept.get(id(e)) or Reading(e) for e in evidence]
     evidence = [r.evidence for r in readings]
     untestable = [e for e in evidence if e.status == "not testable"]
     common = dict(endpoint=endpoint, reference=reference, alpha=policy.alpha, evidence=evidence,
@@ -115,7 +126,7 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
     shown = [e for e in evidence if e.significant]
     if shown or (fingerprint is not None and fingerprint.significant):
         parts = [describe(e) + (" (a significant difference on a metric marked material)" if e.material else "")
-                 for e in shown]
+                 + _note(notes, e) for e in shown]
         if fingerprint is not None and fingerprint.significant:
             parts.append(fp_text)
         return Verdict(status="differs", headline=f"{endpoint} differs from {reference}: " + "; ".join(parts),
@@ -123,25 +134,35 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
     fp_ok = fingerprint is None or (fingerprint.profile in (policy.reference_profile, "no profiles")
                                     and not fingerprint.names_other)
     if evidence and all(e.status == "consistent" for e in evidence) and fp_ok:
-        parts = [f"{describe(e)} within {margin_text(e)}" for e in evidence] + ([fp_text] if fp_text else [])
+        parts = [f"{describe(e)} within {margin_text(e)}{_note(notes, e)}" for e in evidence]
+        parts += [fp_text] if fp_text else []
         return Verdict(status="consistent", headline=f"{endpoint} is consistent with {reference}: " + "; ".join(parts),
                        **common)  # type: ignore[arg-type]
     if not evidence:
         return Verdict(status="inconclusive", headline=f"{endpoint} vs {reference} is inconclusive: no headline "
                                                        f"metric was measured (run a toolcall, agent or logprob suite)",
                        **common)  # type: ignore[arg-type]
-    return _inconclusive(endpoint, reference, readings, fingerprint, fp_ok, fp_text, common)
+    return _inconclusive(endpoint, reference, readings, fingerprint, fp_ok, fp_text, common, notes, bool(seq))
+
+
+def _note(notes: dict[int, str], e: object) -> str:
+    """The sequential decision's words after a headline's figure (empty outside the sequential set)."""
+    text = notes.get(id(e))
+    return f", {text}" if text else ""
 
 
 def _inconclusive(endpoint: str, reference: str, readings: list[Reading], fingerprint: FingerprintEvidence | None,
-                  fp_ok: bool, fp_text: str, common: dict) -> Verdict:
-    """The estimate of every open metric, what is not testable, and how many more would settle it (with a warning)."""
+                  fp_ok: bool, fp_text: str, common: dict, notes: dict[int, str], sequential_run: bool) -> Verdict:
+    """The estimate of every open metric, what is not testable, and how many more would settle it (with a warning).
+
+    No such advice for a headline the sequential test left open: that run stopped adaptively, and a count of
+    "more cases" to add to it and judge again is the peeking the sequential mode exists to avoid."""
     open_ = [r for r in readings if r.evidence.status == "inconclusive"]
     parts = []
     for r in open_:
         e = r.evidence
         why = "a lower bound cannot show it small" if not r.can_be_inside else f"not shown within {margin_text(e)}"
-        parts.append(f"{describe(e)} {why}")
+        parts.append(f"{describe(e)} {why}{_note(notes, e)}")
     parts += [not_testable_text(r.evidence) for r in readings if r.evidence.status == "not testable"]
     if not fp_ok and fp_text:
         parts.append(fp_text + ("" if fingerprint is not None and fingerprint.names_other
@@ -149,7 +170,16 @@ def _inconclusive(endpoint: str, reference: str, readings: list[Reading], finger
     needed = [(r.evidence.cases_to_settle, r.evidence.unit) for r in open_ if r.evidence.cases_to_settle is not None]
     warnings: list[str] = []
     settle = None
-    if needed and len(needed) == len(open_):
+    seq_open = [r for r in open_ if id(r.evidence) in notes]
+    adaptive = [HEADLINE_METRICS[r.evidence.metric] for r in open_
+                if sequential_run and id(r.evidence) not in notes and r.evidence.cases_to_settle is None]
+    if seq_open:
+        tail = ("; the sequential test left it open: judging this run again is a second look (peeking); a fresh "
+                "--sequential run on a larger suite can settle it")
+    elif adaptive:
+        tail = (f"; {', '.join(dict.fromkeys(adaptive))} not in the sequential set: a fixed-n figure read after an "
+                f"adaptive stop, not anytime-valid (a fixed-n run of the planned size settles it)")
+    elif needed and len(needed) == len(open_):
         settle, unit = max(needed, key=lambda x: x[0] or 0)
         tail = f"; about {settle} more {unit or 'cases'} would likely settle it ({PEEKING_WARNING})"
         warnings.append(PEEKING_WARNING)
@@ -171,7 +201,8 @@ def compute_verdicts(summary: RunSummary, policy: VerdictPolicy | None = None) -
         if ep.name == summary.reference:
             continue
         mine = [r for r in summary.results if r.endpoint == ep.name]
-        out[ep.name] = verdict_for(ep.name, mine, ref_results, summary.reference, policy)
+        seq = [q for q in summary.sequential if q.endpoint == ep.name]
+        out[ep.name] = verdict_for(ep.name, mine, ref_results, summary.reference, policy, seq)
         contradiction = contradiction_headline(ep.name, summary.claims.get(ep.name, []))
         if contradiction:  # a stated claim the run contradicts is named first (verifier/run/claims.py)
             out[ep.name].headline = f"{contradiction}. {out[ep.name].headline}"
