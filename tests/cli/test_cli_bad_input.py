@@ -139,6 +139,7 @@ def test_empty_file_for_another_kind(tmp_path, closed_url):
     assert_one_line_exit_2(res, f"--suite agent:{p}: the file is empty (no cases)")
 
 
+@pytest.mark.slow
 def test_a_real_process_prints_one_line_and_no_traceback(tmp_path, closed_url, good_suite):
     """The same checks through a real ``verifier`` process, where an uncaught exception would print a traceback."""
     binary = tmp_path / "b.jsonl"

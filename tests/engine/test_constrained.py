@@ -119,6 +119,7 @@ def _check_call(msg, finish: str, tools: list[dict], name: str | None) -> None:
     assert isinstance(json.loads(call.function.arguments), dict)
 
 
+@pytest.mark.slow
 def test_named_and_required_calls_at_temperature_0_streamed_and_not(shipped):
     cases = _cases("toolcall-schemas.jsonl", 4) + _cases("toolcall-core.jsonl", 4, want_call=False)
     for body in cases:
@@ -135,6 +136,7 @@ def test_named_and_required_calls_at_temperature_0_streamed_and_not(shipped):
             assert s.message.tool_calls[0].function.arguments == r.choices[0].message.tool_calls[0].function.arguments
 
 
+@pytest.mark.slow
 def test_forced_calls_stay_calls_when_sampling_hot(shipped):
     """At temperature 1.3 the unconstrained model often breaks its own markup (measured before the constraint:
     about half the forced replies at temperature 2 had no parseable call). Constrained, every reply that was not
@@ -157,6 +159,7 @@ def test_forced_calls_stay_calls_when_sampling_hot(shipped):
     assert finished >= 18                                   # of 36: the check above is not vacuous
 
 
+@pytest.mark.slow
 def test_tool_choice_none_never_calls(shipped):
     """Cases where the model calls a tool under "auto": with "none" the call tag is banned, so no call and no
     markup, greedy and sampled."""

@@ -29,6 +29,7 @@ def hf_logprobs(path, ids: list[int]) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", list(FAMILIES))
+@pytest.mark.slow
 def test_prefill_and_decode_match_transformers(ckpt_factory, name):
     family = name.split("_")[0]
     path = ckpt_factory(family, **FAMILIES[name])

@@ -121,6 +121,7 @@ def test_history_command_prints_series(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no history database" in res.output
 
 
+@pytest.mark.slow
 def test_history_index_and_drift_commands(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
     _nights(db, 6)

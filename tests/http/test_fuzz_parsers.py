@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,6 +163,7 @@ _shaped = st.recursive(_json, lambda inner: st.dictionaries(_keys, inner, max_si
 
 @settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(_shaped)
+@pytest.mark.slow
 def test_arbitrary_json_with_openai_keys_never_raises(doc):
     _assert_storable(_from_completion(200, doc), stream=False)
     acc = _StreamAccumulator()

@@ -35,6 +35,7 @@ def _check(pool, out, flags, scale, atol):
 @pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.slow
 def test_matches_reference(case, kv_dtype, num_splits):
     seq_lens, H, Hkv, D, S = case
     pool = make_pool(seq_lens, num_heads=H, num_kv_heads=Hkv, head_dim=D, page_size=S, kv_dtype=kv_dtype,

@@ -49,6 +49,7 @@ def _tokens(evs: list) -> list[int]:
     return [e.choice.token_id for e in evs if isinstance(e, TokenEvent)]
 
 
+@pytest.mark.slow
 def test_same_greedy_tokens_as_torch_ops_and_fault_caught(ckpt, monkeypatch):
     want = _run(ckpt, torch_ops, monkeypatch)
     got = _run(ckpt, triton_ops, monkeypatch, fault="r1")  # one run: cheaper under the interpreter

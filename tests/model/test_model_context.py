@@ -41,6 +41,7 @@ def test_the_shipped_checkpoint_declares_the_context_it_was_trained_at() -> None
 
 
 @shipped
+@pytest.mark.slow
 def test_a_long_agent_task_is_trimmed_to_the_context_instead_of_ending_there() -> None:
     """Horizon 25 of tickets needs about 1,500 tokens of history: the loop must drop old turns and go on."""
     from suites.agent.scenarios import scenario

@@ -136,6 +136,7 @@ def held_out_answers() -> list[tuple[object, dict]]:
     return _held_out_single_tool_answers(N_HELD_OUT)
 
 
+@pytest.mark.slow
 def test_held_out_requests_get_well_formed_calls_of_the_offered_tool(held_out_answers):
     """The shipped model has learnt the protocol: a parsed ``tool_calls`` entry naming the offered tool whose
     arguments are a JSON object. (A random or untrained checkpoint produces none of this.)"""
@@ -167,6 +168,7 @@ def first_core_answers() -> list[tuple[object, dict]]:
     return _replay(load_jsonl(CORE_SUITE).cases[:N_QUALITY_BAR])
 
 
+@pytest.mark.slow
 def test_held_out_cases_meet_the_quality_bar(first_core_answers):
     """Issue #5's bar on the first N_QUALITY_BAR cases: trigger F1 >= 0.95, schema accuracy >= 0.97 (the shipped
     checkpoint since the eleventh session: 0.993 and 0.986 on the first 300)."""
@@ -187,6 +189,7 @@ def test_held_out_cases_meet_the_quality_bar(first_core_answers):
         f"trigger F1 {f1:.2f} (tp {tp}, fp {fp}, fn {fn}), schema accuracy {valid}/{calls}"
 
 
+@pytest.mark.slow
 def test_forced_calls_of_the_shipped_model_parse_and_validate():
     """With ``tool_choice`` naming the function the engine writes the call's header and the model writes the
     arguments. The header must end where the model's own tokenisation would (before the space that BPE merges

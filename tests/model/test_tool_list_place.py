@@ -71,6 +71,7 @@ def test_training_and_engine_render_the_corpus_alike(template: str) -> None:
         assert c.text(template) == render_chat(template, c.messages, tools=c.tools, add_generation_prompt=False)
 
 
+@pytest.mark.slow
 def test_a_first_user_run_ships_its_template_and_records_the_place(tmp_path, capsys) -> None:
     from transformers import AutoTokenizer
 

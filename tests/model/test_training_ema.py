@@ -28,6 +28,7 @@ def _train(tmp_path: Path, decay: str) -> tuple[dict[str, torch.Tensor], dict[st
 
 
 @pytest.mark.parametrize("decay, same", [("1e-9", True), ("0.9", False)])
+@pytest.mark.slow
 def test_exported_weights_are_the_running_average(tmp_path: Path, decay: str, same: bool) -> None:
     averaged, last, meta = _train(tmp_path, decay)
     assert float(meta["ema_decay"]) == float(decay) and meta["final"] == "true"
@@ -37,6 +38,7 @@ def test_exported_weights_are_the_running_average(tmp_path: Path, decay: str, sa
     assert (not differs) if same else len(differs) > len(last) // 2
 
 
+@pytest.mark.slow
 def test_also_ema_writes_each_average_with_its_decay(tmp_path: Path) -> None:
     """``--also-ema`` keeps extra averages beside the main one: a decay of ~0 must equal the last step's
     weights, and the same decay as ``--ema-decay`` must equal the main export bit for bit."""

@@ -93,6 +93,7 @@ def test_group_tokens_are_the_prefix_tokens_then_each_requests_own(groups, tok) 
             int(m.mask[n_prefix:].sum()) for m in members)
 
 
+@pytest.mark.slow
 def test_each_request_in_a_group_row_gets_the_logits_it_gets_alone(groups, tok, model) -> None:
     texts, starts = document_texts(groups[:3])
     for g, doc in zip(groups[:3], encode_all(tok, texts, starts)):
@@ -110,6 +111,7 @@ def test_each_request_in_a_group_row_gets_the_logits_it_gets_alone(groups, tok, 
             torch.testing.assert_close(row[seg[0] == 0], expected[:n_prefix], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_group_row_trains_with_the_summed_loss_of_its_members(groups, tok, model) -> None:
     """Same loss (token-weighted mean) and the same gradient as the members batched one per row (for a group
     without an earlier exchange: one in the shared history is supervised once, not once per member)."""

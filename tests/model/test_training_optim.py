@@ -79,6 +79,7 @@ def test_an_unknown_optimizer_is_refused_by_name() -> None:
         build_optimizers(TinyLlama(TINY), "sgd", 1e-3)
 
 
+@pytest.mark.slow
 def test_muon_fits_a_fixed_batch() -> None:
     """Thirty steps on one batch must cut its loss well down: the split update trains every part of the model."""
     torch.manual_seed(0)
@@ -101,6 +102,7 @@ def test_muon_fits_a_fixed_batch() -> None:
     assert loss().item() < 0.6 * first
 
 
+@pytest.mark.slow
 def test_the_optimizer_is_recorded_in_the_checkpoint(tmp_path, capsys) -> None:
     run = ["--n-toolcall", "60", "--n-agent", "6", "--seed", "11", "--steps", "5", "--time-limit-min", "5",
            "--threads", "1", "--optimizer", "muon", "--muon-ns-dtype", "bfloat16", "--out", str(tmp_path / "muon"),

@@ -61,6 +61,7 @@ def test_validation_refuses_the_reported_cases(extra: list[str], capsys: pytest.
     assert "must not touch the reported cases" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_scores_the_shipped_model_through_the_engine(tmp_path: Path) -> None:
     """End to end on a few validation cases and one short agent task per environment, through the real
     HTTP server: the figures must come from the model's answers, and the chosen name must be a candidate."""

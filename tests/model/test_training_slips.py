@@ -41,6 +41,7 @@ def test_slipped_action_miscopies_one_character_of_one_string_argument():
     assert slipped_action(Action("transfer", {"amount": 5}), rng) is None
 
 
+@pytest.mark.slow
 def test_no_slips_leave_the_corpus_as_it_was(slipped):
     """Slips draw from their own stream: share 0 is the old corpus, and the trajectories without one are unchanged."""
     plain = list(agent_conversations(120, seed=6))

@@ -40,6 +40,7 @@ def _corpus_line(log: str) -> str:
     return line.rsplit(" (", 1)[0]
 
 
+@pytest.mark.slow
 def test_a_prepared_corpus_trains_exactly_like_a_fresh_one(tmp_path, capsys) -> None:
     """Same tokenizer, same documents, same loss at every logged step: sweeps compare recipes, not corpora."""
     run = [*SMALL, "--steps", "25", "--time-limit-min", "5", "--threads", "1", *TOY_ARCH_ARGS]
@@ -66,6 +67,7 @@ def test_a_prepared_corpus_refuses_other_corpus_arguments(tmp_path) -> None:
                     "--prepare-only"])
 
 
+@pytest.mark.slow
 def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
     """``--schema-weight`` trains the same from a prepared corpus as from a fresh one, and a corpus prepared before
     the mask was stored is refused for it (and still serves runs that do not weigh it)."""
@@ -88,6 +90,7 @@ def test_a_prepared_corpus_keeps_the_schema_mask(tmp_path, capsys) -> None:
     train_main([*unweighted, "--prepared", str(tmp_path / "prep"), "--out", str(tmp_path / "old")])
 
 
+@pytest.mark.slow
 def test_init_seed_changes_the_run_but_not_the_corpus(tmp_path, capsys) -> None:
     train_main([*SMALL, "--prepared", str(tmp_path / "prep"), "--prepare-only"])
     common = [*SMALL, "--prepared", str(tmp_path / "prep"), "--steps", "5", "--time-limit-min", "5", "--threads", "1",
@@ -111,6 +114,7 @@ def test_run_specs_need_a_plain_name(tmp_path) -> None:
         parse_run("a/b=--steps 100", tmp_path)
 
 
+@pytest.mark.slow
 def test_sweep_trains_each_recipe_and_bundles_checkpoint_and_log(tmp_path, capsys) -> None:
     sweep_main(["--work", str(tmp_path / "work"), "--device", "cpu", "--time-limit-min", "3",
                 "--bundle-to", str(tmp_path / "out"), "--corpus-args", " ".join(SMALL),
@@ -123,6 +127,7 @@ def test_sweep_trains_each_recipe_and_bundles_checkpoint_and_log(tmp_path, capsy
         assert {f"{name}/train.log", f"{name}/model/model.safetensors", f"{name}/model/tokenizer.json"} <= names
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_reported_with_its_log(tmp_path, capsys) -> None:
     sweep_main(["--work", str(tmp_path / "work"), "--device", "cpu", "--time-limit-min", "3",
                 "--corpus-args", " ".join(SMALL), "bad=--schedule nonsense"])

@@ -114,6 +114,7 @@ PAGE_STATE = """(() => {
 
 
 @pytest.mark.parametrize("which", ["real-run", "fixture"])
+@pytest.mark.slow
 def test_report_in_chromium(browser: Browser, reports: dict[str, Path], which: str) -> None:
     browser.send("Emulation.setDeviceMetricsOverride", width=1366, height=768, deviceScaleFactor=1, mobile=False)
     state, other_requests, _ = _open(browser, reports[which])
@@ -180,6 +181,7 @@ def _open(browser: Browser, path: Path) -> tuple[dict, list[str], list]:
     return state, [u for u in requests if u != url], errors
 
 
+@pytest.mark.slow
 def test_detectors_catch_an_injected_leak(browser: Browser, reports: dict[str, Path], tmp_path: Path) -> None:
     """Negative control: markup injected *around* the escaping is caught, so the checks above can fail."""
     html = reports["fixture"].read_text(encoding="utf-8")
@@ -251,6 +253,7 @@ def _shot(browser: Browser, name: str, width: int) -> None:
 
 
 @pytest.mark.parametrize("which", ["real-run", "fixture", "six"])
+@pytest.mark.slow
 def test_headlines_and_verdict_table_fit_laptop_and_phone(browser: Browser, reports: dict[str, Path],
                                                           which: str) -> None:
     """Headlines first; at 1280 px nothing scrolls sideways (six endpoints included); at 390 px the headlines wrap
@@ -268,6 +271,7 @@ def test_headlines_and_verdict_table_fit_laptop_and_phone(browser: Browser, repo
     assert len(state["headlines"]) == {"real-run": 2, "fixture": 3, "six": 6}[which]
 
 
+@pytest.mark.slow
 def test_two_thousand_case_report_opens_fast(browser: Browser, reports: dict[str, Path]) -> None:
     path = reports["big"]
     assert path.stat().st_size < 3_000_000
@@ -279,6 +283,7 @@ def test_two_thousand_case_report_opens_fast(browser: Browser, reports: dict[str
     assert sorted(times)[1] < 2.0, f"median load {sorted(times)[1]:.2f} s"
 
 
+@pytest.mark.slow
 def test_dashboard_in_chromium(browser: Browser, reports: dict[str, Path]) -> None:
     path = reports["dashboard"]
     assert path.stat().st_size < 5_000_000

@@ -36,6 +36,7 @@ def _refuse(_: int) -> str:
     raise ValueError("a chart bug")
 
 
+@pytest.mark.slow
 def test_report_drawn_by_the_worker_is_byte_identical(tmp_path: Path) -> None:
     """Run charts, history charts and latency included: the worker's report equals the in-process one."""
     run, db = run_after_nights(tmp_path, 3)

@@ -30,6 +30,7 @@ def _section(html: str, endpoint: str) -> str:
                      html, re.S).group(1)
 
 
+@pytest.mark.slow
 def test_every_run_every_endpoint_listed_and_small(page) -> None:
     _, out, html = page
     assert out.stat().st_size < 5_000_000
@@ -84,6 +85,7 @@ def test_missing_database_is_one_line_error(tmp_path: Path) -> None:
 HOSTILE_FOLDERS = ["javascript:alert(1)", "data:text,x", "a b#frag?q=1%41", "..%2Fup", "night"]
 
 
+@pytest.mark.slow
 def test_links_from_hostile_folder_names_are_relative_encoded_and_lead_to_the_report(tmp_path: Path) -> None:
     """A run folder's name is data: its link is ``./``-prefixed and percent-encoded, never a scheme (issue 39)."""
     from html.parser import HTMLParser

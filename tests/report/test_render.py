@@ -56,6 +56,7 @@ def _verdict_table(html: str) -> str:
     return table.group(1)
 
 
+@pytest.mark.slow
 def test_headlines_come_first_one_line_per_endpoint(rendered) -> None:
     run, html, _ = rendered
     body = html[html.index("<body>"):]
@@ -170,6 +171,7 @@ def test_disclosure_cards_written_without_secrets(rendered) -> None:
         assert "SECRET123" not in path.read_text(), f"credential from the URL leaked into {path.name}"
 
 
+@pytest.mark.slow
 def test_history_section_with_db(tmp_path: Path) -> None:
     run, db = run_after_nights(tmp_path, 4)
     html = render_report(run, db_path=db).read_text()
@@ -208,6 +210,7 @@ def _zero_family_and_flat_series(summary: RunSummary) -> RunSummary:
     return summary
 
 
+@pytest.mark.slow
 def test_zero_families_collapse_and_flat_charts_become_sentences(tmp_path: Path) -> None:
     summary, records = make_summary()
     html = render_report(write_run(tmp_path / "z", _zero_family_and_flat_series(summary), records)).read_text()
@@ -229,6 +232,7 @@ def _many_disagreements(summary: RunSummary, per_endpoint: int) -> RunSummary:
     return summary
 
 
+@pytest.mark.slow
 def test_disagreements_capped_per_suite_with_counts(tmp_path: Path) -> None:
     from reports.render import MAX_DISAGREEMENTS
 
@@ -240,6 +244,7 @@ def test_disagreements_capped_per_suite_with_counts(tmp_path: Path) -> None:
     assert """records.jsonl: <code>jq -c 'select(.suite == "toolcall-core" and .endpoint == "ENDPOINT")'""" in html
 
 
+@pytest.mark.slow
 def test_two_thousand_case_report_stays_small(tmp_path: Path) -> None:
     """A 2,000-case run with 600 disagreements per candidate and 6,000 latency records: under 3 MB."""
     summary, records = make_summary(n=2000)
@@ -301,6 +306,7 @@ def test_small_things_read_as_words(rendered) -> None:
     assert re.search(r'<td class="num">[+-]\d+\.\d pts</td>', text)
 
 
+@pytest.mark.slow
 def test_notes_shown_once_with_their_endpoints(tmp_path: Path) -> None:
     summary, records = make_summary()
     for r in summary.results:

@@ -10,6 +10,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from verifier.cli.compose import Publish, run_and_publish
 from verifier.http.endpoints import from_flags
 from verifier.run.runner import RunSettings, execute_run
@@ -35,6 +37,7 @@ def _settings(url_ref: str, url_cand: str, suite: Path, out: Path, resume: bool 
                        display_progress=False, backoff_base=0.001, options={"variants": "both"})
 
 
+@pytest.mark.slow
 def test_hostile_bodies_never_end_the_suite_and_resume_finishes(tmp_path, scripted_server):
     n = 40
     inj = FaultInjector(schema_responder, {"hostile_body": 0.25, "permanent_500": 0.1, "lone_surrogate": 0.2}, seed=7)

@@ -44,6 +44,7 @@ def base_args(srv_url: str, suite: Path, out: Path, db: Path) -> list[str]:
             "--out", str(out), "--db", str(db), "--quiet"]
 
 
+@pytest.mark.slow
 def test_run_end_to_end_counts_problems_and_keeps_secrets_out(tmp_path, scripted_server, monkeypatch, caplog):
     monkeypatch.setenv("VERIFIER_TEST_KEY", KEY)
     inj = FaultInjector(schema_responder, {"429": 0.2, "500": 0.1}, seed=3, retry_after=0)
@@ -135,6 +136,7 @@ def test_all_exchanges_failing_is_exit_3(tmp_path, scripted_server):
     assert RunManifest.load(tmp_path / "r").status == "failed"
 
 
+@pytest.mark.slow
 def test_kill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, scripted_server):
     """A real SIGKILL of a running ``verifier run`` process, then ``--resume``: every exchange exactly once."""
     def slow(body, ctx):
@@ -174,6 +176,7 @@ def test_kill_midway_then_resume_loses_and_duplicates_nothing(tmp_path, scripted
     assert json.loads((out / "summary.json").read_text())["results"]
 
 
+@pytest.mark.slow
 def test_report_command_rerenders_offline(tmp_path, scripted_server):
     srv = scripted_server(schema_responder)
     out = tmp_path / "run"
@@ -185,6 +188,7 @@ def test_report_command_rerenders_offline(tmp_path, scripted_server):
     assert invoke(["report", str(tmp_path / "nope")]).exit_code == 2
 
 
+@pytest.mark.slow
 def test_injected_faults_come_out_as_exact_counts_in_the_summary(tmp_path, scripted_server):
     """Faults injected at known rates on the candidate's server reach summary.json as exactly those counts."""
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": {

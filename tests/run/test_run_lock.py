@@ -77,6 +77,7 @@ def line_count(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+@pytest.mark.slow
 def test_two_resumes_at_once_second_exits_2_naming_the_holder_and_sends_nothing(tmp_path, scripted_server):
     gate = threading.Event()
     gate.set()
@@ -135,6 +136,7 @@ def hold_lock_in_another_process(run_dir: Path) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow
 def test_new_run_into_a_locked_out_folder_exits_2_and_a_dead_holder_frees_it(tmp_path, scripted_server):
     """``--out DIR`` where a live writer holds DIR's lock (a run that has not written its manifest yet): exit 2,
     one line naming it. Once that writer is killed with -9, the folder (holding only the lock file) is usable."""
@@ -162,6 +164,7 @@ def _run_ok(args: list[str]) -> None:
     assert res.exit_code == 0, res.stderr
 
 
+@pytest.mark.slow
 def test_duplicated_records_score_like_the_deduplicated_folder(tmp_path, scripted_server):
     """records.jsonl holding each of one endpoint's lines twice (as two writers left it) scores the same."""
     srv = scripted_server(schema_responder)

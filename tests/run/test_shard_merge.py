@@ -110,6 +110,7 @@ def records(run_dir: Path) -> dict[tuple, ExchangeRecord]:
     return {r.key(): r for r in (ExchangeRecord.model_validate_json(x) for x in lines)}
 
 
+@pytest.mark.slow
 def test_sharded_and_merged_run_equals_the_whole_run(runs: dict[str, Any]) -> None:
     root = runs["root"]
     whole = json.loads((root / "whole" / "summary.json").read_text())

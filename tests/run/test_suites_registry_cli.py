@@ -46,6 +46,7 @@ def test_builtin_manifest_is_stable_across_loads() -> None:
     assert limited.manifest.case_count == 5 and limited.manifest.content_hash != a.manifest.content_hash
 
 
+@pytest.mark.slow
 def test_list_command_shows_builtins() -> None:
     res = runner.invoke(app, ["list", "--json"])
     assert res.exit_code == 0, res.output
@@ -112,6 +113,7 @@ def test_import_bfcl_bad_entries_name_file_line(tmp_path: Path) -> None:
     assert strict.exit_code == 2 and f"{q}:4:" in strict.output and not (tmp_path / "o2.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_run_options_limit_variants_stream() -> None:
     _, both = suite_registry.load_suite("toolcall-schemas", {"limit": 3})
     assert both.variants == ("nonstream", "stream")
@@ -125,6 +127,7 @@ def test_run_options_limit_variants_stream() -> None:
         suite_registry.load_suite("toolcall-core", {"variants": "sideways"})
 
 
+@pytest.mark.slow
 def test_toolcall_smoke_is_a_named_hashed_subset_and_the_embedded_default_covers_every_kind() -> None:
     from verifier.run.loading import default_suites
     from verifier.run.registry import load_suite, resolve

@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from verifier.testing.responders import _instance, _regex_example
 
 DATA = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data"
 
 
+@pytest.mark.slow
 def test_instances_validate_against_every_builtin_tool_schema():
     checked = 0
     for name in ("toolcall-core.jsonl", "toolcall-schemas.jsonl"):
@@ -23,6 +25,7 @@ def test_instances_validate_against_every_builtin_tool_schema():
     assert checked > 1000
 
 
+@pytest.mark.slow
 def test_regex_examples():
     for pattern in (r"^\d{4}-\d{2}-\d{2}$", r"^([01]\d|2[0-3]):[0-5]\d$", r"^SKU-[0-9]{6}$", r"^[^x]{2}$",
                     r"(a|bc)+d?"):

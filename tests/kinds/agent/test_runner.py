@@ -32,6 +32,7 @@ async def run_suite(tmp_path: Path, responder, ref: str, options: dict, endpoint
     return suite, ctx, records, requests
 
 
+@pytest.mark.slow
 async def test_scripted_agent_solves_every_horizon(tmp_path: Path) -> None:
     # every environment on the short rungs; the long rungs once each (they cost one request per step)
     specs = [{"env": e, "horizon": h} for e in sorted(ENVIRONMENTS) for h in (10, 25, 50)]

@@ -13,6 +13,7 @@ import json
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import pytest
 from scipy import stats as sst
 
 from tests.kinds.agent.conftest import open_context
@@ -26,6 +27,7 @@ P = 0.2
 HORIZON = 10
 
 
+@pytest.mark.slow
 async def test_first_invalid_step_is_geometric(tmp_path: Path) -> None:
     seeds = list(range(50))
     path = tmp_path / "geo.jsonl"

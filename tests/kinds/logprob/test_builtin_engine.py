@@ -39,6 +39,7 @@ async def _run_kind(kind, suite, tmp: Path, urls: dict[str, str], twice_ref: boo
     return {r.endpoint: r for r in kind.score(suite, records, names[0], names)}, records
 
 
+@pytest.mark.slow
 def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
     suite = LOGPROB_KIND.load("logprob-smoke", {})
     with launch.start_server(checkpoint) as ref, launch.start_server(checkpoint) as same, \
@@ -97,6 +98,7 @@ def test_logprob_exact_on_engine(checkpoint: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("prefix_cache", [True, False])
+@pytest.mark.slow
 def test_cache_on_engine(checkpoint: Path, tmp_path: Path, prefix_cache: bool) -> None:
     suite = CACHE_KIND.load("cache-smoke", {"limit": 4, "tokenizer": str(checkpoint)})
     with launch.start_server(checkpoint, prefix_cache=prefix_cache) as srv:

@@ -25,6 +25,7 @@ def test_match_and_unknown() -> None:
     assert match(lib.profiles["small"], lib, suite_hash="other").verdict == "no profiles"
 
 
+@pytest.mark.slow
 def test_engine_variants_recognised_as_themselves(tmp_path: Path) -> None:
     ckpt = tiny.build_checkpoint(tmp_path / "ckpt", "llama", hidden=128, intermediate=256, layers=2, vocab=512,
                                  std=0.3, seed=5)

@@ -85,6 +85,7 @@ def _fingerprints(run_dir: Path) -> dict[str, dict]:
     return json.loads((run_dir / "summary.json").read_text())["fingerprints"]
 
 
+@pytest.mark.slow
 def test_profiles_from_urls_name_a_hidden_variant(checkpoint: Path, mystery: str, tmp_path: Path) -> None:
     profiles = tmp_path / "profiles.json"
     with launch.start_server(checkpoint) as bf16, launch.start_server(checkpoint, kv_dtype="fp8") as fp8, \
@@ -193,6 +194,7 @@ def _no_logprobs(body: dict, ctx: RequestContext) -> Reply:
     return Reply.text("plain")
 
 
+@pytest.mark.slow
 def test_variant_without_logprobs_is_named_and_the_rest_written(checkpoint: Path, tmp_path: Path) -> None:
     profiles, run_dir = tmp_path / "profiles.json", tmp_path / "calibration"
     with launch.start_server(checkpoint) as bf16, launch.start_server(checkpoint, kv_dtype="fp8") as fp8, \

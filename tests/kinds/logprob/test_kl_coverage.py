@@ -27,6 +27,7 @@ def _skewed_clusters(rng: np.random.Generator, g: int) -> tuple[np.ndarray, np.n
     return values, seq, float(np.exp(0.5**2 / 2 + 1.0**2 / 2))
 
 
+@pytest.mark.slow
 def test_cluster_bootstrap_t_covers_where_the_percentile_bootstrap_did_not() -> None:
     rng = np.random.default_rng(11)
     sims = 400

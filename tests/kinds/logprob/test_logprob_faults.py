@@ -10,6 +10,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.kinds.kind_context import kind_context, reference_only
 from verifier.kinds.logprob.kind import LOGPROB_KIND
 from verifier.kinds.logprob.probe import METHODS
@@ -62,6 +64,7 @@ class _OddDistributions(ToyLM):
         return super().__call__(body, ctx)
 
 
+@pytest.mark.slow
 def test_failed_requests_are_counted_and_probe_faults_are_errors(tmp_path: Path) -> None:
     lossy = FaultInjector(ToyLM(), {"permanent_500": 0.25}, seed=3)
     with ScriptedServer(_OddDistributions()) as ref, ScriptedServer(lossy) as lossy_srv, \

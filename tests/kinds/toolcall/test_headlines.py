@@ -105,6 +105,7 @@ def test_same_trigger_rate_but_ten_points_lower_f1_is_detected() -> None:
     assert cand.comparisons["trigger_rate"].p_value > 0.05
 
 
+@pytest.mark.slow
 def test_schema_accuracy_is_per_call_on_cases_both_called() -> None:
     """Half the cases trigger; the candidate's calls are 5 points less often valid. Per exchange (a reply without
     a call counted valid) the drop would read as 2.5 points; per call it is 5."""
