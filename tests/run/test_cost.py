@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
+from verifier.kinds.logprob.kind import KL_SAMPLES
 from verifier.kinds.toolcall import reference_repeats
 from verifier.records import ExchangeRecord
 from verifier.run.summary import RunSummary
@@ -274,3 +275,17 @@ def test_an_endpoint_budget_stops_only_that_endpoint(tmp_path, scripted_server):
     assert not s.stopped.endpoints["ref"]["stopped"]
     assert s.stopped.refused == 20 - s.cost["cand"].requests
     assert [c["cap"] for c in s.stopped.caps] == ["endpoint 'cand' budget"]
+
+
+def test_dry_run_of_a_logprob_suite_counts_the_sampled_path_and_the_references_samples(tmp_path):
+    """The plan counts what ``planned_exchanges`` counts: the probe, three requests per case and one forced request
+    per sampled continuation on every endpoint, and the reference's own samples (the plan once counted 3 a case)."""
+    cfg = _config(tmp_path, "http://127.0.0.1:9/v1")  # nothing listens: a dry run sends nothing
+    res = invoke(["run", "--config", str(cfg), "--suite", "logprob-core", "--limit", "4", "--dry-run",
+                  "--out", str(tmp_path / "plan"), "--no-history"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    every = 1 + (3 + KL_SAMPLES) * 4
+    assert (plan["endpoints"]["cand"]["requests"], plan["endpoints"]["ref"]["requests"]) == \
+        (every, every + KL_SAMPLES * 4)
+    assert plan["endpoints"]["ref"]["usd_high"] > plan["endpoints"]["cand"]["usd_high"] > 0

@@ -225,11 +225,17 @@ class LogprobKind:
         return len(ctx.endpoints) * (1 + (3 + samples) * len(suite.cases)) + samples * len(suite.cases)
 
     def planned_requests(self, suite: LoadedLogprobSuite, ctx: RunContext) -> list[PlannedRequest]:
-        """As ``planned_exchanges`` counts them: one capability probe, then three requests per case."""
+        """As ``planned_exchanges`` counts them: one capability probe, then per case three requests and one forced
+        request per sampled continuation on every endpoint, and the samples themselves on the reference alone."""
+        samples = int(ctx.options.get("kl_samples", KL_SAMPLES))
         probe = PlannedRequest(body={"messages": [{"role": "user", "content": "Say hello."}]}, count=1, max_tokens=3)
-        return [probe, *(PlannedRequest(body={"prompt": c.prompt} if c.kind == "text" else
-                                        {"messages": c.messages, "tools": c.tools}, count=3, max_tokens=c.max_tokens)
-                         for c in suite.cases)]
+        out = [probe]
+        for c in suite.cases:
+            body = {"prompt": c.prompt} if c.kind == "text" else {"messages": c.messages, "tools": c.tools}
+            out.append(PlannedRequest(body=body, count=3 + samples, max_tokens=c.max_tokens))
+            if samples:
+                out.append(PlannedRequest(body=body, count=samples, max_tokens=c.max_tokens, reference_only=True))
+        return out
 
     # running -----------------------------------------------------------------------------------------------
     async def run(self, suite: LoadedLogprobSuite, ctx: RunContext) -> None:
