@@ -41,9 +41,25 @@ GLOSSARY: dict[str, str] = {
     "first_invalid_step_median": "Median step of a trial's first invalid tool call (Kaplan-Meier; later = better).",
     "trajectory_divergence_step_median": "Median step where the candidate's trial first takes a different action "
                                          "from the reference's (Kaplan-Meier).",
+    "argument_agreement": "Of the calls both endpoints made at the same position with the same tool, the share "
+                          "with exactly equal arguments (the candidate against the reference's first answers).",
+    "argument_agreement_floor": "The same agreement of the reference's second answers with its first (cases it "
+                                "answered twice): what a twin of a sampling reference would reach.",
+    "trigger_f1_floor": "Trigger F1 of the reference's second answers against its first (cases it answered twice): "
+                        "the F1 a twin of a sampling reference would reach.",
+    "reference_self_trigger_f1": "The reference's trigger F1 against itself: its second answers to a share of the "
+                                 "cases against its first (--reference-repeat-share).",
+    "reference_self_argument_agreement": "The reference's argument agreement with itself: its second answers to a "
+                                         "share of the cases against its first (--reference-repeat-share).",
+    "reference_repeat_differs": "Share of the cases the reference answered twice where the two answers differ "
+                                "(calls, tools or arguments): above 0, the reference samples.",
     "kl_mean": "Mean per-token KL(reference || candidate), nats, on the reference's continuation (lower = closer).",
     "kl_median": "Median per-token KL(reference || candidate), nats.",
     "kl_max": "Largest per-token KL over all positions, nats.",
+    "kl_topk_lower": "Mean per-token lower bound on KL(reference || candidate) from top-k logprobs only, nats: "
+                     "the true KL is at least this.",
+    "kl_tail_mass": "Mean probability mass the reference puts outside its top-k tokens (0-1 scale): how much the "
+                    "top-k lower bound cannot see.",
     "kl_lower_mean": "Mean of the lower bound on KL when only top-k logprobs are returned, nats.",
     "same_top": "Share of positions where the candidate's most likely token is the reference's.",
     "delta_p_rms": "Root mean square of the change in the probability of the reference's token (0-1 scale).",

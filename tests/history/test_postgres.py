@@ -303,7 +303,7 @@ def test_dashboard_draws_the_same_page_from_postgres_as_from_sqlite(pg_url: str,
         assert PG_PASSWORD not in res.output and "s3cr" not in res.output
     assert PG_PASSWORD not in pages["pg"] and "s3cr" not in pages["pg"]
     for page in pages.values():
-        assert page.count('<a href="runs/') == 2 * 3  # two known folders, linked in each endpoint's table
+        assert page.count('<a href="./runs/') == 2 * 3  # two known folders, linked in each endpoint's table
 
 
 def test_verifier_merge_indexes_into_postgres_by_url(pg_url: str, tmp_path: Path, scripted_server) -> None:

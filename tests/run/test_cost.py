@@ -7,6 +7,7 @@ of what it billed, so the figures are checked against the provider's side, not a
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
+from verifier.kinds.logprob.kind import KL_SAMPLES
+from verifier.kinds.toolcall import reference_repeats
 from verifier.records import ExchangeRecord
 from verifier.run.summary import RunSummary
 from verifier.testing import Reply, schema_responder
@@ -92,6 +95,13 @@ def invoke(args: list[str]):
     return CliRunner().invoke(app, args, catch_exceptions=False)
 
 
+def _sent(n_cases: int, repeats: int = 1) -> dict[str, int]:
+    """Requests each endpoint sends for an n-case suite: every case per repeat, and the reference answers each case of
+    chosen share of the cases once more (``reference_repeats``: default 10 %, at least 50 cases or every case)."""
+    again = min(n_cases, max(math.ceil(reference_repeats.DEFAULT_SHARE * n_cases), reference_repeats.MIN_CASES))
+    return {"cand": n_cases * repeats, "ref": n_cases * repeats + again}
+
+
 def _records(out: Path) -> list[ExchangeRecord]:
     return [ExchangeRecord.model_validate_json(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
@@ -111,7 +121,7 @@ def test_cost_is_reported_usage_times_price_exactly_with_cached_tokens(tmp_path,
         total.update(prompt=c.prompt_tokens, cached=c.cached_tokens, completion=c.completion_tokens)
         usd += c.usd or 0.0
         mine = [r for r in recs if r.endpoint == name]
-        assert c.requests == len(mine) == 20
+        assert c.requests == len(mine) == _sent(20)[name]
         assert c.with_usage + c.without_usage == c.requests and c.without_usage >= 1
         assert len(c.without_usage_examples) == c.without_usage  # each reply without usage is named
         # the formula, from the records' own usage: ((prompt - cached) x input + cached x cached + completion x out)
@@ -134,7 +144,9 @@ def test_a_retried_attempt_that_reported_usage_is_billed(tmp_path, scripted_serv
     srv = scripted_server(provider)
     out = tmp_path / "run"
     res = invoke(["run", "--config", str(_config(tmp_path, srv.base_url, tag_bodies=True)),
-                  "--suite", str(_suite(tmp_path, 6)), "--stream", "--out", str(out), "--no-history", "-q"])
+                  "--suite", str(_suite(tmp_path, 6)), "--stream", "--out", str(out), "--no-history", "-q",
+                  # the reference's second answer repeats its first body, which the server then counts as attempt 3
+                  "--reference-repeat-share", "0"])
     assert res.exit_code == 0, res.output
     recs = _records(out)
     assert all(r.ok and r.attempts == 2 and len(r.retried_usage) == 1 for r in recs)
@@ -175,8 +187,8 @@ def test_dry_run_sends_nothing_writes_the_plan_and_bounds_the_real_cost(tmp_path
     assert "USD high" in res.output and "estimate: 4 characters a token" in res.output
     plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert set(plan) >= {"endpoints", "usd", "usd_high"} and set(plan["endpoints"]) == {"ref", "cand"}
-    for e in plan["endpoints"].values():
-        assert isinstance(e["requests"], int) and e["requests"] == 15 * 2  # cases x repeats
+    for name, e in plan["endpoints"].items():
+        assert isinstance(e["requests"], int) and e["requests"] == _sent(15, repeats=2)[name]  # with the ref's 2nd
         assert 0 < e["usd"] < e["usd_high"]
     assert plan["usd_high"] == pytest.approx(sum(e["usd_high"] for e in plan["endpoints"].values()))
     out = tmp_path / "run"
@@ -193,7 +205,8 @@ def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_
     srv = scripted_server(provider)
     suite = _suite(tmp_path, 60)
     cfg = _config(tmp_path, srv.base_url, concurrency=32)
-    budget = 0.08  # about a third of what the 120 requests cost when each is billed at its worst case
+    total = sum(_sent(60).values())  # 170: 60 each, and 50 second answers by the reference
+    budget = 0.08  # about a fifth of what the 170 requests cost when each is billed at its worst case
     out = tmp_path / "run"
     res = invoke(["run", "--config", str(cfg), "--suite", str(suite), "--budget", str(budget), "--out", str(out),
                   "--no-history", "-q"])
@@ -204,7 +217,7 @@ def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_
     assert spent == pytest.approx(provider.usd, rel=1e-12) and spent <= budget
     assert s.stopped is not None and s.stopped.reason == "budget" and s.stopped.refused > 0
     recs = _records(out)
-    assert 0 < len(recs) < 120 and len(recs) + s.stopped.refused == 120
+    assert 0 < len(recs) < total and len(recs) + s.stopped.refused == total
     assert srv.request_count - 2 == len(recs)  # two GET /models; every chat request sent is recorded
     assert all(r.ok for r in recs) and s.verdicts  # verdicts on what was measured
     assert s.settings["progress"]["exchanges"] == len(recs) and s.settings["progress"]["errors"] == 0
@@ -213,8 +226,8 @@ def test_budget_is_never_exceeded_at_concurrency_32_and_the_stopped_run_resumes_
     res = invoke(["run", "--resume", str(out), "--config", str(cfg), "--budget", "1", "--no-history", "-q"])
     assert res.exit_code == 0, res.output
     recs = _records(out)
-    assert len(recs) == len({r.key() for r in recs}) == 120
-    assert srv.request_count - sent_before - 2 == 120 - (sent_before - 2)
+    assert len(recs) == len({r.key() for r in recs}) == total
+    assert srv.request_count - sent_before - 2 == total - (sent_before - 2)
     s = RunSummary.read(out)
     assert s.stopped is None and s.settings["budget"] == 1
     assert sum(c.usd for c in s.cost.values()) == pytest.approx(provider.usd, rel=1e-12)
@@ -256,8 +269,23 @@ def test_an_endpoint_budget_stops_only_that_endpoint(tmp_path, scripted_server):
     assert res.exit_code == 0, res.output
     assert "STOPPED by budget" in res.output
     s = RunSummary.read(out)
-    assert s.cost["cand"].usd <= 0.01 and s.cost["ref"].requests == 20 and 0 < s.cost["cand"].requests < 20
+    assert s.cost["cand"].usd <= 0.01 and s.cost["ref"].requests == _sent(20)["ref"]
+    assert 0 < s.cost["cand"].requests < 20
     assert s.stopped is not None and s.stopped.endpoints["cand"]["stopped"]
     assert not s.stopped.endpoints["ref"]["stopped"]
     assert s.stopped.refused == 20 - s.cost["cand"].requests
     assert [c["cap"] for c in s.stopped.caps] == ["endpoint 'cand' budget"]
+
+
+def test_dry_run_of_a_logprob_suite_counts_the_sampled_path_and_the_references_samples(tmp_path):
+    """The plan counts what ``planned_exchanges`` counts: the probe, three requests per case and one forced request
+    per sampled continuation on every endpoint, and the reference's own samples (the plan once counted 3 a case)."""
+    cfg = _config(tmp_path, "http://127.0.0.1:9/v1")  # nothing listens: a dry run sends nothing
+    res = invoke(["run", "--config", str(cfg), "--suite", "logprob-core", "--limit", "4", "--dry-run",
+                  "--out", str(tmp_path / "plan"), "--no-history"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    every = 1 + (3 + KL_SAMPLES) * 4
+    assert (plan["endpoints"]["cand"]["requests"], plan["endpoints"]["ref"]["requests"]) == \
+        (every, every + KL_SAMPLES * 4)
+    assert plan["endpoints"]["ref"]["usd_high"] > plan["endpoints"]["cand"]["usd_high"] > 0

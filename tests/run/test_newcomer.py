@@ -95,15 +95,16 @@ def test_resume_keeps_the_history_settings_it_started_with(tmp_path, scripted_se
     flags = [f.format(db=own_db) for f in started_with]
     assert _run(["--reference", f"ref={srv.base_url}", "--endpoint", f"cand={srv.base_url}", "--suite",
                  str(_suite(tmp_path, 6)), "--out", str(out), "-q", *flags]).exit_code == 0
-    # interrupted after half the exchanges: the resume has something to send
+    # interrupted after a third of the exchanges: the resume has something to send
     records = (out / "records.jsonl").read_text().splitlines(keepends=True)
+    assert len(records) == 6 * 3  # 6 cases each, and the reference answers each case of a small suite twice
     (out / "records.jsonl").write_text("".join(records[:6]))
     if own_db.exists():
         own_db.unlink()
     sent = srv.request_count
     res = _run(["--resume", str(out), "-q"])
     assert res.exit_code == 0, res.stderr
-    assert srv.request_count - sent == 6 + 2  # the missing half, plus two preflights
+    assert srv.request_count - sent == 12 + 2  # the missing two thirds, plus two preflights
     assert not default_db.exists()  # never the default database
     publish = RunManifest.load(out).settings["publish"]
     if started_with == ["--no-history"]:
@@ -159,8 +160,11 @@ def test_progress_lines_in_a_log_when_output_is_not_a_terminal(tmp_path, scripte
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("progress ")]
-    assert len(lines) >= 3, proc.stderr  # 24 exchanges x 0.15 s >= 3.6 s
-    assert all(" exchanges, " in ln and "/24 exchanges" in ln for ln in lines), lines
+    assert len(lines) >= 3, proc.stderr  # 36 exchanges x 0.15 s >= 5.4 s
+    # 12 cases each, and the reference answers every case of a suite under 50 cases twice (reference_repeats)
+    total = len((tmp_path / "run" / "records.jsonl").read_text().splitlines())
+    assert total == 12 * 3
+    assert all(" exchanges, " in ln and f"/{total} exchanges" in ln for ln in lines), lines
     assert "\x1b[" not in proc.stderr  # plain text: no bar redrawn with escape codes
     quiet = subprocess.run([*cmd[:-5], "--out", str(tmp_path / "quiet"), "--no-history", "-q", "--concurrency", "1"],
                            capture_output=True, text=True, env=env, timeout=300)

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
+from verifier.kinds.logprob.kind import KL_SAMPLES
 from verifier.run.paths import OutsideRunFolder, inside_run, safe_component
 
 HOSTILE_IDS = ["../../escaped-rel", "../escaped-one", "/ABS", "..", ".", "", "a/../../b", "x\\..\\..\\win",
@@ -71,7 +72,14 @@ def test_hostile_case_ids_through_a_real_run_write_only_inside_the_run_folder(tm
     assert outside == [], outside
     assert not absolute.with_suffix(".npz").exists() and not absolute.exists()
     npz = sorted(p.name for p in (out / "kl_exact" / "logprob-hostile").iterdir())
-    assert len(npz) == len(ids) and "plain.npz" in npz  # every case got its own file, inside
+    # every case got its own files, inside: the greedy continuation (<id>.npz) and, since exact decode-path KL, each
+    # sampled continuation through prefill, and the greedy and each sampled one through the engine's decode step
+    variants = ["decode_exact", *(f"{p}exact_sample{j}" for p in ("", "decode_") for j in range(KL_SAMPLES))]
+    per_variant = {v: {n for n in npz if n.endswith(f".{v}.npz")} for v in variants}
+    greedy = set(npz).difference(*per_variant.values())
+    assert len(npz) == len(ids) * (1 + len(variants))
+    assert len(greedy) == len(ids) and all(len(names) == len(ids) for names in per_variant.values()), per_variant
+    assert "plain.npz" in greedy and all(f"plain.{v}.npz" in npz for v in variants)
     # and the candidate found the reference's files again: exact KL was measured for every case
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     exact = {r["case_id"] for r in recs if r["endpoint"] == "cand" and r.get("variant") == "forced_exact"

@@ -61,9 +61,11 @@ def test_aa_family_of_point_nulls_says_differs_at_most_alpha() -> None:
 
 def test_deterministic_aa_is_consistent() -> None:
     """The same replies under another name (a deterministic server): every difference is shown inside its margin."""
+    # 200 cases: schema accuracy is judged per call on the cases where both called a tool (about 60 % of them), and
+    # with no discordant pair the exact paired bound is inside +-5 points only from about 90 such cases (75 were not)
     rng = np.random.default_rng(1)
-    cases = toolcall_cases(120, "s")
-    ref = toolcall_records("ref", "s", cases, Endpoint(sampling_behaviour(120, rng), 0.05), rng)
+    cases = toolcall_cases(200, "s")
+    ref = toolcall_records("ref", "s", cases, Endpoint(sampling_behaviour(200, rng), 0.05), rng)
     cand = [r.model_copy(update={"endpoint": "cand"}) for r in ref]
     by = {r.endpoint: r for r in score_toolcall("s", cases, ref + cand, "ref", ["ref", "cand"])}
     v = judge([(by["ref"], by["cand"])], VerdictPolicy(alpha=ALPHA))
@@ -79,6 +81,7 @@ def test_broken_schemas_are_found() -> None:
     p = np.full(200, 0.97)
     v = judge([score_toolcall_pair("s", cases, Endpoint(p, 0.05), Endpoint(p, 0.35), rng)], VerdictPolicy())
     assert v.status == "differs", v.headline
-    assert "schema accuracy" in v.headline and " -3" in v.headline
     schema = next(e for e in v.evidence if e.metric == "schema_accuracy")
+    assert "schema accuracy" in v.headline and schema.status == "differs"
+    assert schema.difference.low <= -0.30 <= schema.difference.high  # the true drop, 30 points, inside its interval
     assert schema.significant and schema.p_holm is not None and schema.p_holm <= ALPHA

@@ -185,7 +185,8 @@ def dry_run(settings: RunSettings, history: HistoryLookup | None = None) -> tupl
                 if planner is None:
                     notes.append(f"suite '{suite.manifest.name}': its kind lists no requests; not priced")
                     continue
-                planned = list(planner(suite, ctx))
+                planned = [p for p in planner(suite, ctx)
+                           if not p.reference_only or e.name == plan.endpoints.reference]
                 means = history(suite.manifest.content_hash, e.name) if history is not None else None
                 rows.append(_row(e.name, suite.manifest.name, kind.kind, planned, counter, e.price, means))
         endpoints = {}

@@ -18,9 +18,12 @@ class PlannedRequest:
 
     ``earlier_turns``: agent steps carry the replies and tool results of their ``earlier_turns`` previous steps on
     top of ``body`` (the first turn), so their prompt grows by that many turns.
+    ``reference_only``: only the reference endpoint sends it (the tool-call reference's second answers to a share
+    of the cases, :mod:`verifier.kinds.toolcall.reference_repeats`), so only the reference's plan counts it.
     """
 
     body: dict[str, Any]  # "messages" (+ "tools") for chat, or "prompt" for completions
     count: int
     max_tokens: int
     earlier_turns: int = 0
+    reference_only: bool = False

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,18 +52,20 @@ class SequentialPolicy:
     alpha: float
     margins: dict[str, float]
     always_material: frozenset[str] = ALWAYS_MATERIAL
-    min_units: int = MIN_UNITS
+    min_units: int = MIN_UNITS  # for a metric the verdict policy names no minimum for
+    min_units_by_metric: dict[str, int] = field(default_factory=dict)  # the verdict policy's ``min_units``
 
     @classmethod
     def from_verdict(cls, policy: VerdictPolicy | None = None) -> SequentialPolicy:
+        """The verdict policy's alpha, margins, material metrics and per-metric minimum of units: a sequential
+        decision never settles a headline the fixed-n verdict would call not testable."""
         p = policy or VerdictPolicy()
-        material = getattr(p, "always_material", None)
-        # the verdict's minimum is per metric (a dict) since issue 38; the sequential floor stays MIN_UNITS
-        # (docs/verdict.md: "always below 10 units"), a single number only when the policy gives one
-        given = getattr(p, "min_units", MIN_UNITS)
-        return cls(alpha=p.alpha, margins=dict(p.margins),
-                   always_material=frozenset(material) if material is not None else ALWAYS_MATERIAL,
-                   min_units=MIN_UNITS if isinstance(given, dict) else int(given or MIN_UNITS))
+        return cls(alpha=p.alpha, margins=dict(p.margins), always_material=frozenset(p.material),
+                   min_units_by_metric=dict(p.min_units))
+
+    def units_needed(self, metric: str) -> int:
+        """Fewer units than this never settle ``metric``."""
+        return max(1, self.min_units_by_metric.get(metric, self.min_units))
 
 
 def look_schedule(sent: int, look_every: int, total: int) -> list[int]:
@@ -86,7 +88,7 @@ def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Se
     margin = policy.margins.get(h.metric, 0.0)
     material = h.metric in policy.always_material
     n_at = np.searchsorted(h.positions, np.asarray(looks, dtype=int), side="right")
-    usable = n_at >= max(1, policy.min_units)
+    usable = n_at >= policy.units_needed(h.metric)
     a_differs = policy.alpha / max(1, k)
     a_cs = a_differs / 2 if material else a_differs
     if not usable.any():

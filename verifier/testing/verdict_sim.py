@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.kinds.agent.scoring import score_records as score_agent
+from verifier.kinds.toolcall import reference_repeats
 from verifier.kinds.toolcall.scoring import score_toolcall
 from verifier.kinds.toolcall.suite_format import ToolcallCase, parse_case
 from verifier.records import ExchangeRecord, ToolCall
@@ -55,25 +56,41 @@ def sampling_behaviour(n: int, rng: np.random.Generator, ambiguous: float = 0.2)
 
 
 def toolcall_records(endpoint: str, suite: str, cases: Sequence[ToolcallCase], how: Endpoint,
-                     rng: np.random.Generator) -> list[ExchangeRecord]:
-    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``)."""
+                     rng: np.random.Generator, *, again: frozenset[str] = frozenset()) -> list[ExchangeRecord]:
+    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``).
+
+    ``again``: the cases answered a second time, drawn afresh from the same truth, as a run stores the reference's
+    second answers (``repeat`` 1, ``extra["reference_repeat_of"] = 0``): its run-to-run floor."""
     out = []
     for case, p in zip(cases, how.p_trigger):
-        calls = []
-        if case.forced() is not None or rng.random() < p:
-            args = BAD_ARGS if rng.random() < how.p_bad else GOOD_ARGS
-            calls = [ToolCall(index=0, id="call_1", name="get_weather", arguments=args)]
-        out.append(ExchangeRecord(
-            request_hash=f"h-{case.id}", kind="toolcall", suite=suite, case_id=case.id, endpoint=endpoint,
-            status=200, attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop",
-            tool_calls=calls, content=None if calls else "no call"))
+        out.append(_toolcall_record(endpoint, suite, case, p, how, rng))
+        if case.id in again:
+            second = _toolcall_record(endpoint, suite, case, p, how, rng)
+            out.append(second.model_copy(update={"repeat": 1, "extra": {reference_repeats.MARKER: 0}}))
     return out
 
 
+def _toolcall_record(endpoint: str, suite: str, case: ToolcallCase, p: float, how: Endpoint,
+                     rng: np.random.Generator) -> ExchangeRecord:
+    """One reply to ``case``: a call with probability ``p`` (always where forced), its arguments bad at ``p_bad``."""
+    calls = []
+    if case.forced() is not None or rng.random() < p:
+        args = BAD_ARGS if rng.random() < how.p_bad else GOOD_ARGS
+        calls = [ToolCall(index=0, id="call_1", name="get_weather", arguments=args)]
+    return ExchangeRecord(
+        request_hash=f"h-{case.id}", kind="toolcall", suite=suite, case_id=case.id, endpoint=endpoint,
+        status=200, attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop",
+        tool_calls=calls, content=None if calls else "no call")
+
+
 def score_toolcall_pair(suite: str, cases: Sequence[ToolcallCase], ref: Endpoint, cand: Endpoint,
-                        rng: np.random.Generator) -> tuple[EndpointSuiteResult, EndpointSuiteResult]:
-    """(reference, candidate) results of one simulated tool-call suite, through the real scoring."""
-    records = toolcall_records("ref", suite, cases, ref, rng) + toolcall_records("cand", suite, cases, cand, rng)
+                        rng: np.random.Generator, repeat_share: float = reference_repeats.DEFAULT_SHARE,
+                        ) -> tuple[EndpointSuiteResult, EndpointSuiteResult]:
+    """(reference, candidate) results of one simulated tool-call suite, through the real scoring; the reference
+    answers the cases a run would pick (``repeat_share``, the run's default) twice, so the floor is measured."""
+    again = reference_repeats.choose([c.id for c in cases], repeat_share, 0)
+    records = (toolcall_records("ref", suite, cases, ref, rng, again=again)
+               + toolcall_records("cand", suite, cases, cand, rng))
     by = {r.endpoint: r for r in score_toolcall(suite, cases, records, "ref", ["ref", "cand"])}
     return by["ref"], by["cand"]
 

@@ -199,6 +199,8 @@ class LogprobKind:
         self._index: dict[tuple, ExchangeRecord] = {}
         # per record store: keys appended by this process, so a later pass does not count them as resumed
         self._live: dict[tuple[str, int], set[tuple]] = {}
+        # per record store: (suite, endpoint) whose exact paths were added to the progress total (once, not per pass)
+        self._totalled: dict[tuple[str, int], set[tuple[str, str]]] = {}
 
     # loading -----------------------------------------------------------------------------------------------
     def load(self, ref: str, options: dict) -> LoadedLogprobSuite:
@@ -222,14 +224,23 @@ class LogprobKind:
 
     def planned_exchanges(self, suite: LoadedLogprobSuite, ctx: RunContext) -> int:
         samples = int(ctx.options.get("kl_samples", KL_SAMPLES))
-        return len(ctx.endpoints) * (1 + (3 + samples) * len(suite.cases)) + samples * len(suite.cases)
+        # per case: generate, the forced top-k path, one forced request per sample; the exact paths are added to the
+        # progress total once an endpoint's probe shows full distributions (``_exact_exchanges``)
+        return len(ctx.endpoints) * (1 + (2 + samples) * len(suite.cases)) + samples * len(suite.cases)
 
     def planned_requests(self, suite: LoadedLogprobSuite, ctx: RunContext) -> list[PlannedRequest]:
-        """As ``planned_exchanges`` counts them: one capability probe, then three requests per case."""
+        """One capability probe, then per case three requests (generate, the forced top-k path and, on the built-in
+        engine, exact distributions) and one forced request per sampled continuation on every endpoint, and the
+        samples themselves on the reference alone."""
+        samples = int(ctx.options.get("kl_samples", KL_SAMPLES))
         probe = PlannedRequest(body={"messages": [{"role": "user", "content": "Say hello."}]}, count=1, max_tokens=3)
-        return [probe, *(PlannedRequest(body={"prompt": c.prompt} if c.kind == "text" else
-                                        {"messages": c.messages, "tools": c.tools}, count=3, max_tokens=c.max_tokens)
-                         for c in suite.cases)]
+        out = [probe]
+        for c in suite.cases:
+            body = {"prompt": c.prompt} if c.kind == "text" else {"messages": c.messages, "tools": c.tools}
+            out.append(PlannedRequest(body=body, count=3 + samples, max_tokens=c.max_tokens))
+            if samples:
+                out.append(PlannedRequest(body=body, count=samples, max_tokens=c.max_tokens, reference_only=True))
+        return out
 
     # running -----------------------------------------------------------------------------------------------
     async def run(self, suite: LoadedLogprobSuite, ctx: RunContext) -> None:
@@ -244,9 +255,20 @@ class LogprobKind:
                                      and r.endpoint in ctx.endpoints)
         for ep in ctx.endpoints:
             probe = await self._probe(name, ep, ctx)
+            counted = self._totalled.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set())
+            if ctx.progress.total and (name, ep) not in counted:  # once per endpoint, though the kind runs in passes
+                counted.add((name, ep))  # planned_exchanges cannot know which endpoints serve full distributions
+                ctx.progress.set_total(ctx.progress.total + self._exact_exchanges(suite, probe, ctx))
             is_ref = ep == ctx.reference
             await asyncio.gather(*(self._guarded_case(name, case, ep, is_ref, probe, top_k, ctx)
                                    for case in suite.cases))
+
+    @staticmethod
+    def _exact_exchanges(suite: LoadedLogprobSuite, probe: ProbeResult, ctx: RunContext) -> int:
+        """Records an endpoint adds beyond ``planned_exchanges`` once its probe shows full distributions: per case the
+        greedy and each sampled continuation through prefill (``exact``) and through decode (``exact_decode``)."""
+        per_path = 1 + int(ctx.options.get("kl_samples", KL_SAMPLES))
+        return len(suite.cases) * per_path * (probe.supported("exact") + probe.supported("exact_decode"))
 
     async def _guarded_case(self, suite: str, case: LogprobCase, ep: str, is_ref: bool, probe: ProbeResult,
                             top_k: int, ctx: RunContext) -> None:

@@ -126,10 +126,14 @@ class ToolcallKind:
                                       + len(self._repeated(suite)))
 
     def planned_requests(self, suite: ToolcallSuite, ctx: RunContext) -> list[PlannedRequest]:
-        """Each case's body, sent once per variant and repeat by every endpoint (``--dry-run`` prices them)."""
+        """Each case's body, sent once per variant and repeat by every endpoint (``--dry-run`` prices them), and
+        once more per variant by the reference alone for each case it answers twice."""
         n = len(suite.variants) * self._repeats(ctx)
-        return [PlannedRequest(body=case.body, count=n, max_tokens=request_max_tokens(case.body))
-                for case in suite.cases]
+        every = [PlannedRequest(body=case.body, count=n, max_tokens=request_max_tokens(case.body))
+                 for case in suite.cases]
+        again = [PlannedRequest(body=case.body, count=len(suite.variants), max_tokens=request_max_tokens(case.body),
+                                reference_only=True) for case in self._repeated(suite)]
+        return every + again
 
     def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None, bool]]:
         """Pending exchanges as (endpoint, case, repeat, variant, is a reference repeat); the reference's second
