@@ -368,9 +368,9 @@ class Engine:
             self._emit(seq, PromptLogprobsEvent(list(toks), chosen, top))
 
     def _accept(self, seqs: list[Sequence], choices: list[TokenChoice]) -> None:
+        self.metrics.add(generation_tokens=len(seqs))
         for seq, ch in zip(seqs, choices):
             seq.output_ids.append(ch.token_id)
-            self.metrics.add(generation_tokens=1)
             self._emit(seq, TokenEvent(ch))
             p = seq.params
             if (not p.ignore_eos and ch.token_id in self.eos_ids) or ch.token_id in p.stop_token_ids:

@@ -16,6 +16,7 @@ from torch import nn
 
 from reference_engine import kernels
 from reference_engine.config import ModelConfig, RopeConfig
+from reference_engine.kernels import torch_ops
 from reference_engine.kv_cache import KVPool
 from reference_engine.quant import Int4Weight
 
@@ -39,6 +40,7 @@ class AttnMetadata:
     expected_tags: torch.Tensor | None = None  # decode: [B, P] int64
     check_tags: bool = True
     tag_mismatch: torch.Tensor | None = field(default=None)  # filled by the forward pass (decode)
+    plan: torch_ops.DecodePlan | None = field(default=None)  # CPU decode: built by the first layer, used by all
 
 
 class RMSNorm(nn.Module):
@@ -51,6 +53,8 @@ class RMSNorm(nn.Module):
         xf = x if x.dtype == torch.float32 else x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * (xf if xf.dtype == x.dtype else xf.to(x.dtype))
+
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
 
 def rope_inv_freq(rope: RopeConfig, head_dim: int) -> torch.Tensor:
@@ -113,6 +117,8 @@ class WLinear(nn.Module):
         assert self.weight is not None  # dense exactly when not packed (__init__)
         return F.linear(x, self.weight, self.bias)
 
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
+
 
 class PhasedLinear(nn.Module):
     """The same projection in a prefill format and a decode format (the same module when the formats agree)."""
@@ -124,6 +130,8 @@ class PhasedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor, phase: str) -> torch.Tensor:
         return (self.decode if phase == "decode" else self.prefill)(x)
+
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
 
 class Attention(nn.Module):
@@ -140,30 +148,44 @@ class Attention(nn.Module):
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], pool: KVPool, meta: AttnMetadata,
                 phase: str) -> torch.Tensor:
-        t = x.shape[0]
+        t, n_q = x.shape[0], self.num_heads
         qkv = self.qkv_proj(x, phase)
-        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        q = q.reshape(t, self.num_heads, self.head_dim)
-        k = k.reshape(t, self.num_kv_heads, self.head_dim)
-        v = v.reshape(t, self.num_kv_heads, self.head_dim)
+        # q and k side by side as [T, heads + kv_heads, D]: one rotation covers both
+        qk = qkv[:, : self.q_size + self.kv_size].reshape(t, n_q + self.num_kv_heads, self.head_dim)
+        v = qkv[:, self.q_size + self.kv_size:].reshape(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:  # both or neither (cfg.qk_norm)
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = Rotary.rotate(q, *rope), Rotary.rotate(k, *rope)
+            qk = torch.cat([self.q_norm(qk[:, :n_q]), self.k_norm(qk[:, n_q:])], dim=1)
+        qk = Rotary.rotate(qk, *rope)
+        q, k = qk[:, :n_q], qk[:, n_q:]
         kp, vp, ks, vs = pool.layer(self.layer)
         kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping)
         if meta.prefill is not None:
             out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
         else:
-            # Tags cannot change between layers of one step (one engine thread), so on CPU the first layer's check
-            # covers the step; fused GPU kernels check in every layer at no extra cost.
-            check = meta.check_tags and (self.layer == 0 or q.device.type != "cpu")
+            out = self._decode_attention(q, kp, vp, ks, vs, pool, meta)
+        return self.o_proj(out.reshape(t, self.q_size), phase)
+
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
+
+    def _decode_attention(self, q, kp, vp, ks, vs, pool: KVPool, meta: AttnMetadata) -> torch.Tensor:
+        if kernels.backend_for(q) is not torch_ops:   # fused kernels check the tags in every layer at no extra cost
             out, mismatch = kernels.paged_decode_attention(
                 q, kp, vp, ks, vs, meta.block_tables, meta.seq_lens,
-                pool.page_tags if check else None, meta.expected_tags if check else None, self.scale,
-            )
-            if check:
+                pool.page_tags if meta.check_tags else None, meta.expected_tags, self.scale)
+            if meta.check_tags:
                 meta.tag_mismatch = mismatch if meta.tag_mismatch is None else (meta.tag_mismatch | mismatch)
-        return self.o_proj(out.reshape(t, self.q_size), phase)
+            return out
+        if meta.plan is None:
+            # Tags cannot change between layers of one step (one engine thread): the first layer checks them for the
+            # step, and its gather indices and mask serve every layer.
+            assert meta.block_tables is not None and meta.seq_lens is not None
+            if meta.check_tags and meta.expected_tags is not None:
+                meta.tag_mismatch = torch_ops.check_tags(pool.page_tags, meta.block_tables, meta.expected_tags)
+                mismatch = meta.tag_mismatch
+            else:
+                mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
+            meta.plan = torch_ops.decode_plan(meta.block_tables, meta.seq_lens, kp.shape[1], mismatch)
+        return torch_ops.planned_decode_attention(q, kp, vp, ks, vs, meta.plan, self.scale)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:
         """Causal attention per sequence: the new tokens' fresh K/V, after the cached prefix read back from pages."""
@@ -197,6 +219,8 @@ class MLP(nn.Module):
         gate, up = self.gate_up_proj(x, phase).chunk(2, dim=-1)
         return self.down_proj(F.silu(gate) * up, phase)
 
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
+
 
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, attn: Attention, mlp: MLP) -> None:
@@ -208,6 +232,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x, rope, pool, meta, phase):
         x = x + self.self_attn(self.input_layernorm(x), rope, pool, meta, phase)
         return x + self.mlp(self.post_attention_layernorm(x), phase)
+
+    __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
 
 class CausalLM(nn.Module):

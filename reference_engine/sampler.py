@@ -29,23 +29,40 @@ class TokenChoice:
 def sample(logits: torch.Tensor, seqs: list[Sequence]) -> list[TokenChoice]:
     """logits [B, V] float32, one row per sequence."""
     logprobs = torch.log_softmax(logits.float(), dim=-1)
+    plain = [_plain_greedy(seq) for seq in seqs]
+    # rows with nothing to apply before the argmax share one batched argmax (per-row work costs ~0.1 ms a row)
+    toks: list[int] = logits.argmax(dim=-1).tolist() if any(plain) else [0] * len(seqs)
+    for i, seq in enumerate(seqs):
+        if not plain[i]:
+            toks[i] = _choose(logits[i], seq)
+    chosen = logprobs.gather(1, torch.tensor(toks, device=logprobs.device)[:, None])[:, 0].tolist()
     out: list[TokenChoice] = []
     for i, seq in enumerate(seqs):
         p = seq.params
-        row = _biased(_penalised(logits[i].float(), seq), seq)
-        mask = p.constraint.mask(seq.output_ids) if p.constraint is not None else None
-        if mask is not None:
-            row = row.masked_fill(~mask[: row.shape[0]], float("-inf"))
-        if p.temperature <= 0.0:
-            tok = int(row.argmax())
-        else:
-            tok = _sample_row(row, p.temperature, p.top_p, seq.generator, p.top_k, p.min_p)
         top: list[tuple[int, float]] = []
         if p.logprobs and p.top_logprobs > 0:
             vals, idx = logprobs[i].topk(p.top_logprobs)
             top = list(zip(idx.tolist(), vals.tolist()))
-        out.append(TokenChoice(tok, float(logprobs[i, tok]), top))
+        out.append(TokenChoice(toks[i], chosen[i], top))
     return out
+
+
+def _plain_greedy(seq: Sequence) -> bool:
+    """Greedy with no penalty, bias or constraint: the token is the raw row's argmax."""
+    p = seq.params
+    return (p.temperature <= 0.0 and p.constraint is None and not p.logit_bias and p.repetition_penalty == 1.0
+            and not ((p.presence_penalty or p.frequency_penalty) and seq.output_ids))
+
+
+def _choose(logits_row: torch.Tensor, seq: Sequence) -> int:
+    p = seq.params
+    row = _biased(_penalised(logits_row.float(), seq), seq)
+    mask = p.constraint.mask(seq.output_ids) if p.constraint is not None else None
+    if mask is not None:
+        row = row.masked_fill(~mask[: row.shape[0]], float("-inf"))
+    if p.temperature <= 0.0:
+        return int(row.argmax())
+    return _sample_row(row, p.temperature, p.top_p, seq.generator, p.top_k, p.min_p)
 
 
 def _penalised(row: torch.Tensor, seq: Sequence) -> torch.Tensor:

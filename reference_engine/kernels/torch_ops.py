@@ -5,6 +5,8 @@ Signatures and tensor layouts are fixed by docs/CONTRACTS.md ("KV page format", 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from reference_engine.quant import Int4Weight, dequantize_int4
@@ -32,6 +34,25 @@ def gather_kv(
     return x.reshape(-1, x.shape[-2], x.shape[-1])[:n_tokens]
 
 
+@dataclass
+class DecodePlan:
+    """What every layer of one decode step needs besides its own K/V pages, computed once per step (the page tags and
+    block tables are the same for all layers): gather indices and the mask of positions a row may not see."""
+
+    page_idx: torch.Tensor                   # [B * P] int64, -1 padding clamped to page 0 (masked out by `hidden`)
+    hidden: torch.Tensor                     # [B, 1, 1, L] bool: past the row's length, or the row's tags mismatch
+    mismatch: torch.Tensor                   # [B] bool
+    any_mismatch: bool
+
+
+def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
+                mismatch: torch.Tensor) -> DecodePlan:
+    idx = block_tables.clamp(min=0).long()
+    pos = torch.arange(idx.shape[1] * page_size, device=idx.device)
+    hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()))
+
+
 def paged_decode_attention(
     q: torch.Tensor,
     k_pages: torch.Tensor,
@@ -45,19 +66,28 @@ def paged_decode_attention(
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One query token per sequence against its paged K/V. Rows whose tags mismatch get zeros (never read data)."""
-    b, h, d = q.shape
     if page_tags is not None and expected_tags is not None:
         mismatch = check_tags(page_tags, block_tables, expected_tags)
     else:
-        mismatch = torch.zeros(b, dtype=torch.bool, device=q.device)
-    idx = block_tables.clamp(min=0).long()                   # [B, P]
+        mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
+    plan = decode_plan(block_tables, seq_lens, k_pages.shape[1], mismatch)
+    return planned_decode_attention(q, k_pages, v_pages, k_scales, v_scales, plan, scale), mismatch
+
+
+def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
+                             k_scales: torch.Tensor | None, v_scales: torch.Tensor | None, plan: DecodePlan,
+                             scale: float) -> torch.Tensor:
+    """`paged_decode_attention` for one layer, given the step's plan (the CPU decode path calls this per layer)."""
+    b, h, d = q.shape
+    idx = plan.page_idx
     kvh = k_pages.shape[2]
     group = h // kvh
-    k = k_pages[idx]                                         # [B, P, page, KVH, D]
-    v = v_pages[idx]
+    # index_select, not k_pages[idx]: the same copy, 4-6x faster on CPU (measured at B = 8 and 32)
+    k = k_pages.index_select(0, idx).view(b, -1, *k_pages.shape[1:])    # [B, P, page, KVH, D]
+    v = v_pages.index_select(0, idx).view(b, -1, *v_pages.shape[1:])
     if k_scales is not None and v_scales is not None:  # FP8 pages: both scale tensors, always together
-        k = k.to(q.dtype) * k_scales[idx][:, :, None, :, None].to(q.dtype)
-        v = v.to(q.dtype) * v_scales[idx][:, :, None, :, None].to(q.dtype)
+        k = k.to(q.dtype) * k_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
+        v = v.to(q.dtype) * v_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
     elif k.dtype != q.dtype:
         k = k.to(q.dtype)
         v = v.to(q.dtype)
@@ -67,16 +97,14 @@ def paged_decode_attention(
     scores = torch.matmul(q.reshape(b, kvh, group, d), k) * scale          # [B, KVH, G, L]
     if scores.dtype != torch.float32:
         scores = scores.float()
-    pos = torch.arange(scores.shape[-1], device=q.device)
-    hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
-    scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
+    scores.masked_fill_(plan.hidden, float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     if probs.dtype != v.dtype:
         probs = probs.to(v.dtype)
     out = torch.matmul(probs, v).reshape(b, h, d)
-    if mismatch.any():
-        out = out.masked_fill(mismatch[:, None, None], 0.0)
-    return out, mismatch
+    if plan.any_mismatch:
+        out = out.masked_fill(plan.mismatch[:, None, None], 0.0)
+    return out
 
 
 def write_kv(
