@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from verifier.stats.sequential import anytime_p, betting_cs, betting_log_capital
 
 #: Metrics where any shown difference matters, margin or not (a provider's forced calls failing).
 ALWAYS_MATERIAL: frozenset[str] = frozenset({"forced_call_success"})
-MIN_UNITS = 10  # below this a headline is not testable (issue 38), so it never settles
+MIN_UNITS = 10  # a headline the policy names no minimum for: below this it is not testable (issue 38)
 LOOK_EVERY = 50
 
 
@@ -52,15 +52,20 @@ class SequentialPolicy:
     alpha: float
     margins: dict[str, float]
     always_material: frozenset[str] = ALWAYS_MATERIAL
-    min_units: int = MIN_UNITS
+    #: Per headline, as ``[verdict.min_units]`` (the same units the fixed-n verdict counts); unnamed: MIN_UNITS.
+    min_units: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_verdict(cls, policy: VerdictPolicy | None = None) -> SequentialPolicy:
+        """The fixed-n verdict's error rate, margins, always-material metrics and minimum units, so that both
+        modes read one policy."""
         p = policy or VerdictPolicy()
-        material = getattr(p, "always_material", None)
         return cls(alpha=p.alpha, margins=dict(p.margins),
-                   always_material=frozenset(material) if material is not None else ALWAYS_MATERIAL,
-                   min_units=int(getattr(p, "min_units", MIN_UNITS) or MIN_UNITS))
+                   always_material=frozenset(p.material), min_units=dict(p.min_units))
+
+    def min_units_for(self, metric: str) -> int:
+        """The fewest units at which ``metric`` may settle (at least 1)."""
+        return max(1, self.min_units.get(metric, MIN_UNITS))
 
 
 def look_schedule(sent: int, look_every: int, total: int) -> list[int]:
@@ -83,7 +88,7 @@ def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Se
     margin = policy.margins.get(h.metric, 0.0)
     material = h.metric in policy.always_material
     n_at = np.searchsorted(h.positions, np.asarray(looks, dtype=int), side="right")
-    usable = n_at >= max(1, policy.min_units)
+    usable = n_at >= policy.min_units_for(h.metric)
     a_differs = policy.alpha / max(1, k)
     a_cs = a_differs / 2 if material else a_differs
     if not usable.any():
