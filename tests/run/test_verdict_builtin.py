@@ -28,7 +28,10 @@ def test_builtin_engine_against_itself_is_not_differs(tmp_path):
     assert v.fingerprint is not None and v.fingerprint.profile == "bf16" and not v.fingerprint.names_other
     diffs = {e.metric: e.difference.value for e in v.evidence}
     assert diffs["trigger_f1"] == 0.0 and diffs["schema_accuracy"] == 0.0, v.evidence
-    assert diffs["kl_mean"] < 1e-9  # float dust of an identical computation (the fingerprint's KL floor)
+    # The same engine and weights: KL is float dust. Not exactly zero, nor below 1e-9: the KL now comes from the
+    # teacher-forced decode path, whose float32 sums depend on how requests were batched (measured 5.7e-09); the
+    # mildest other precision variant of this model sits at 2e-3 on that path (fp8-kv, suites/logprob/profiles.json).
+    assert diffs["kl_mean"] < 1e-6
     # 12 cases are below the 30-unit minimum of the tool-call headlines: named, and never "consistent"
     assert v.status == "inconclusive" and "not testable: 12 cases, needs at least 30" in v.headline, v.headline
     assert f"{v.status.upper()}: {v.headline}" in res.output  # the answer is printed last by `verifier run`

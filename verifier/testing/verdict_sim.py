@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.kinds.agent.scoring import score_records as score_agent
+from verifier.kinds.toolcall import reference_repeats
 from verifier.kinds.toolcall.scoring import score_toolcall
 from verifier.kinds.toolcall.suite_format import ToolcallCase, parse_case
 from verifier.records import ExchangeRecord, ToolCall
@@ -54,26 +55,42 @@ def sampling_behaviour(n: int, rng: np.random.Generator, ambiguous: float = 0.2)
     return p
 
 
+def _reply(endpoint: str, suite: str, case: ToolcallCase, p: float, how: Endpoint, rng: np.random.Generator,
+           repeat: int, extra: dict) -> ExchangeRecord:
+    calls = []
+    if case.forced() is not None or rng.random() < p:
+        args = BAD_ARGS if rng.random() < how.p_bad else GOOD_ARGS
+        calls = [ToolCall(index=0, id="call_1", name="get_weather", arguments=args)]
+    return ExchangeRecord(
+        request_hash=f"h-{case.id}", kind="toolcall", suite=suite, case_id=case.id, endpoint=endpoint,
+        status=200, attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop",
+        tool_calls=calls, content=None if calls else "no call", repeat=repeat, extra=extra)
+
+
 def toolcall_records(endpoint: str, suite: str, cases: Sequence[ToolcallCase], how: Endpoint,
-                     rng: np.random.Generator) -> list[ExchangeRecord]:
-    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``)."""
-    out = []
-    for case, p in zip(cases, how.p_trigger):
-        calls = []
-        if case.forced() is not None or rng.random() < p:
-            args = BAD_ARGS if rng.random() < how.p_bad else GOOD_ARGS
-            calls = [ToolCall(index=0, id="call_1", name="get_weather", arguments=args)]
-        out.append(ExchangeRecord(
-            request_hash=f"h-{case.id}", kind="toolcall", suite=suite, case_id=case.id, endpoint=endpoint,
-            status=200, attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop",
-            tool_calls=calls, content=None if calls else "no call"))
+                     rng: np.random.Generator, repeat_ids: frozenset[str] = frozenset()) -> list[ExchangeRecord]:
+    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``).
+
+    ``repeat_ids``: cases answered a second time, drawn afresh from the same behaviour and stored as the runner
+    stores the reference's repeats (``repeat`` 1 = ``--repeats``, ``extra["reference_repeat_of"] = 0``).
+    """
+    out = [_reply(endpoint, suite, case, p, how, rng, 0, {}) for case, p in zip(cases, how.p_trigger)]
+    out += [_reply(endpoint, suite, case, p, how, rng, 1, {reference_repeats.MARKER: 0})
+            for case, p in zip(cases, how.p_trigger) if case.id in repeat_ids]
     return out
 
 
 def score_toolcall_pair(suite: str, cases: Sequence[ToolcallCase], ref: Endpoint, cand: Endpoint,
-                        rng: np.random.Generator) -> tuple[EndpointSuiteResult, EndpointSuiteResult]:
-    """(reference, candidate) results of one simulated tool-call suite, through the real scoring."""
-    records = toolcall_records("ref", suite, cases, ref, rng) + toolcall_records("cand", suite, cases, cand, rng)
+                        rng: np.random.Generator, repeat_share: float = reference_repeats.DEFAULT_SHARE,
+                        ) -> tuple[EndpointSuiteResult, EndpointSuiteResult]:
+    """(reference, candidate) results of one simulated tool-call suite, through the real scoring.
+
+    The reference answers ``repeat_share`` of the cases twice (the runner's default, chosen as the runner chooses:
+    :func:`reference_repeats.choose`), so trigger F1 and argument agreement are judged against its measured floor.
+    """
+    repeat_ids = reference_repeats.choose([c.id for c in cases], repeat_share, 0)
+    records = (toolcall_records("ref", suite, cases, ref, rng, repeat_ids)
+               + toolcall_records("cand", suite, cases, cand, rng))
     by = {r.endpoint: r for r in score_toolcall(suite, cases, records, "ref", ["ref", "cand"])}
     return by["ref"], by["cand"]
 
