@@ -82,6 +82,22 @@ def test_aa_without_reference_repeats_never_says_differs_from_agreement() -> Non
     assert differs <= 1.5 * ALPHA * runs, f"{differs} of {runs} A/A runs without reference repeats said differs"
 
 
+def test_no_floor_agreement_reads_below_perfect_and_promises_no_settling() -> None:
+    """Without reference repeats, a sampling twin's argument agreement ~20 points below 1 is named as a shortfall
+    from perfect agreement (not "against a twin"), and no number of more cases is promised to settle it: such a
+    figure can only ever be shown close."""
+    rng = np.random.default_rng(3)
+    cases = toolcall_cases(200, "s")
+    p = sampling_behaviour(200, rng)
+    v = judge([score_toolcall_pair("s", cases, Endpoint(p, 0.1), Endpoint(p, 0.1), rng, repeat_share=0)],
+              VerdictPolicy(alpha=ALPHA))
+    args = next(e for e in v.evidence if e.metric == "argument_agreement")
+    assert args.difference.high is not None and args.difference.high < -args.margin  # far below 1...
+    assert args.status == "inconclusive" and args.p_outside is None and args.cases_to_settle is None  # ...not differs
+    assert "below perfect agreement)" in v.headline and "against a twin" not in v.headline, v.headline
+    assert v.cases_to_settle is None and "more cases alone may not settle it" in v.headline
+
+
 def test_deterministic_aa_is_consistent() -> None:
     """The same replies under another name (a deterministic server, whose repeated answers are its first ones):
     with enough units every difference is shown inside its margin. Enough: schema accuracy is per call on cases
