@@ -23,6 +23,26 @@ GLOSSARY: dict[str, str] = {
     "forced_call_success": "Share of cases that force a tool (tool_choice) where the reply is a valid call of it.",
     "k2vv_schema_accuracy": "K2-Vendor-Verifier's figure: of replies with finish_reason tool_calls, the share whose "
                             "every call is valid.",
+    "argument_agreement": "Of the tool calls both endpoints made at the same position with the same tool, the "
+                          "share whose arguments are exactly equal to the reference's (first answer), as a "
+                          "proportion. Its headline is this minus the reference's agreement with itself "
+                          "(argument_agreement_floor), in points.",
+    "argument_agreement_floor": "The reference's argument agreement with itself: on the cases it answered twice "
+                                "(--reference-repeat-share), the share of calls in its second answer whose "
+                                "arguments exactly equal its first's; what a perfect twin of it would reach. 100% "
+                                "for a deterministic reference.",
+    "trigger_f1_floor": "The reference's trigger F1 against itself: its second answers' call/no-call decisions "
+                        "scored against its first, on the cases it answered twice (--reference-repeat-share); the "
+                        "F1 a perfect twin would reach. The candidate's trigger F1 headline is measured against it.",
+    "reference_self_trigger_f1": "The reference's own run-to-run trigger F1 (shown on the reference's row): its "
+                                 "second answers against its first on the cases it answered twice; below 100% "
+                                 "when it samples.",
+    "reference_self_argument_agreement": "The reference's own run-to-run argument agreement (shown on the "
+                                         "reference's row): share of calls in its second answers with arguments "
+                                         "exactly equal to its first answers', on the cases it answered twice.",
+    "reference_repeat_differs": "Share of the reference's twice-answered cases (per case and stream variant) where "
+                                "the second answer differs from the first: above 0% means the reference samples, "
+                                "even when asked at temperature 0.",
     "tool_name_agreement": "Where both called tools: the same tool names as the reference.",
     "args_exact_agreement": "Where both called the same tools: identical arguments.",
     "args_bfcl_agreement": "Where both called the same tools: arguments equal under BFCL's AST-style rules.",
@@ -41,25 +61,13 @@ GLOSSARY: dict[str, str] = {
     "first_invalid_step_median": "Median step of a trial's first invalid tool call (Kaplan-Meier; later = better).",
     "trajectory_divergence_step_median": "Median step where the candidate's trial first takes a different action "
                                          "from the reference's (Kaplan-Meier).",
-    "argument_agreement": "Of the calls both endpoints made at the same position with the same tool, the share "
-                          "with exactly equal arguments (the candidate against the reference's first answers).",
-    "argument_agreement_floor": "The same agreement of the reference's second answers with its first (cases it "
-                                "answered twice): what a twin of a sampling reference would reach.",
-    "trigger_f1_floor": "Trigger F1 of the reference's second answers against its first (cases it answered twice): "
-                        "the F1 a twin of a sampling reference would reach.",
-    "reference_self_trigger_f1": "The reference's trigger F1 against itself: its second answers to a share of the "
-                                 "cases against its first (--reference-repeat-share).",
-    "reference_self_argument_agreement": "The reference's argument agreement with itself: its second answers to a "
-                                         "share of the cases against its first (--reference-repeat-share).",
-    "reference_repeat_differs": "Share of the cases the reference answered twice where the two answers differ "
-                                "(calls, tools or arguments): above 0, the reference samples.",
     "kl_mean": "Mean per-token KL(reference || candidate), nats, on the reference's continuation (lower = closer).",
     "kl_median": "Median per-token KL(reference || candidate), nats.",
     "kl_max": "Largest per-token KL over all positions, nats.",
-    "kl_topk_lower": "Mean per-token lower bound on KL(reference || candidate) from top-k logprobs only, nats: "
-                     "the true KL is at least this.",
-    "kl_tail_mass": "Mean probability mass the reference puts outside its top-k tokens (0-1 scale): how much the "
-                    "top-k lower bound cannot see.",
+    "kl_topk_lower": "Mean per-token lower bound on KL(reference || candidate), nats, from top-k logprobs only: "
+                     "the KL is at least this (it can show a difference, never that the KL is small).",
+    "kl_tail_mass": "Mean probability mass the reference puts outside its own top-k tokens (0-1 scale, per "
+                    "position): the part of the distribution a top-k lower bound cannot see.",
     "kl_lower_mean": "Mean of the lower bound on KL when only top-k logprobs are returned, nats.",
     "same_top": "Share of positions where the candidate's most likely token is the reference's.",
     "delta_p_rms": "Root mean square of the change in the probability of the reference's token (0-1 scale).",
@@ -75,9 +83,10 @@ GLOSSARY: dict[str, str] = {
                    "candidate's KL distribution looks like. Distance: how far the candidate's KL distribution is "
                    "from that profile (0 = the same shape; the reference profile's distance is given beside it).",
     "consistent": "Every headline difference shown inside its equivalence margin (two one-sided tests at α).",
-    "differs": "A headline difference significant after Holm correction, or a fingerprint naming another variant with "
-               "margin.",
-    "inconclusive": "Neither shown: more cases needed (the headline says about how many).",
+    "differs": "A headline difference shown beyond its margin (or, on a metric the policy marks material, shown at "
+               "all) after Holm correction, or a fingerprint naming another variant with margin.",
+    "inconclusive": "Neither shown, or a headline below its minimum of units (\"not testable\"): the headline gives "
+                    "the estimate and about how many more cases would settle it.",
 }
 
 #: Significance tests as a reader meets them in the comparison table.
@@ -88,6 +97,10 @@ TEST_NAMES: dict[str, str] = {
     "paired_session_bootstrap": "paired bootstrap over sessions",
     "newcombe": "Newcombe interval for paired proportions",
     "welch": "Welch's t-test",
+    "f1_minus_reference_floor": "trigger F1 minus the reference's own F1 against itself (stratified cluster "
+                                "bootstrap over cases)",
+    "agreement_minus_reference_floor": "argument agreement minus the reference's own agreement with itself "
+                                       "(stratified cluster bootstrap over cases)",
 }
 
 _PCT = re.compile(r"^(latency|ttft|tpot|itl)_p(\d+(?:\.\d+)?)_s$")

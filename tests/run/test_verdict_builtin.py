@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from verifier.cli import app
-from verifier.kinds.logprob.fingerprint import KL_FLOOR
 from verifier.run.summary import RunSummary
 
 
@@ -29,9 +28,10 @@ def test_builtin_engine_against_itself_is_not_differs(tmp_path):
     assert v.fingerprint is not None and v.fingerprint.profile == "bf16" and not v.fingerprint.names_other
     diffs = {e.metric: e.difference.value for e in v.evidence}
     assert diffs["trigger_f1"] == 0.0 and diffs["schema_accuracy"] == 0.0, v.evidence
-    # float dust: kl_mean is now the decode-path KL (forced decode steps, batched with other requests, so not
-    # bit-identical between the two engines), below the fingerprint's KL floor; prefill alone gave < 1e-9
-    assert abs(diffs["kl_mean"]) < KL_FLOOR
+    # The same engine and weights: KL is float dust. Not exactly zero, nor below 1e-9: the KL now comes from the
+    # teacher-forced decode path, whose float32 sums depend on how requests were batched (measured 5.7e-09); the
+    # mildest other precision variant of this model sits at 2e-3 on that path (fp8-kv, suites/logprob/profiles.json).
+    assert diffs["kl_mean"] < 1e-6
     # 12 cases are below the 30-unit minimum of the tool-call headlines: named, and never "consistent"
     assert v.status == "inconclusive" and "not testable: 12 cases, needs at least 30" in v.headline, v.headline
     assert f"{v.status.upper()}: {v.headline}" in res.output  # the answer is printed last by `verifier run`

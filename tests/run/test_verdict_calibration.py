@@ -76,16 +76,19 @@ def test_schema_margin_is_per_call_when_triggers_are_ambiguous() -> None:
 
 @pytest.mark.slow
 def test_two_point_schema_drop_at_large_n_is_not_differs() -> None:
-    """A 2-point per-call drop, inside the ±5 margin, on 1,500 calls: the old point-null rule said differs 89 %."""
+    """A 2-point per-call drop, inside the ±5 margin, on 1,500 calls: the old point-null rule said differs 89 %.
+
+    The inside-the-margin check is on the schema headline itself: the verdict as a whole also waits on argument
+    agreement, whose floor comes from the reference's 150 repeated cases (10 %) and is too wide at this n to show
+    a 1-2 point agreement drop inside ±5 (interval about [-5.7, +4.6]), so the verdict is ``inconclusive``."""
     rng = np.random.default_rng(7)
     cases = toolcall_cases(1500, "s")
     always = np.ones(1500)
-    # the reference answers every case twice (--reference-repeat-share 1): argument agreement is judged against
-    # its floor, and a floor from the default 150 second answers is too loose to show a 2-point drop inside +-5
-    statuses = [judge([score_toolcall_pair("s", cases, Endpoint(always, 0.05), Endpoint(always, 0.07), rng,
-                                           repeat_share=1.0)], VerdictPolicy(alpha=ALPHA)).status for _ in range(3)]
-    assert "differs" not in statuses
-    assert statuses.count("consistent") >= 2, statuses  # and at this n it is shown inside the margin
+    verdicts = [judge([score_toolcall_pair("s", cases, Endpoint(always, 0.05), Endpoint(always, 0.07), rng)],
+                      VerdictPolicy(alpha=ALPHA)) for _ in range(3)]
+    assert "differs" not in [v.status for v in verdicts], [v.headline for v in verdicts]
+    schema = [next(e for e in v.evidence if e.metric == "schema_accuracy").status for v in verdicts]
+    assert schema.count("consistent") >= 2, schema  # and at this n it is shown inside the margin
 
 
 def test_agent_with_four_scenarios_is_not_testable_and_never_consistent() -> None:

@@ -86,7 +86,7 @@ def _settle(readings: list[Reading], policy: VerdictPolicy, family: int) -> None
         if e.status == "inconclusive" and s is not None and e.independent_units:
             e.cases_to_settle = more_units(s, e.independent_units, e.margin, policy.alpha, family,
                                            material=e.material and r.can_be_outside, sides=r.sides,
-                                           can_be_inside=r.can_be_inside)
+                                           can_be_inside=r.can_be_inside, can_be_outside=r.can_be_outside)
 
 
 def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference_results: Iterable[EndpointSuiteResult],
@@ -185,8 +185,9 @@ def _inconclusive(endpoint: str, reference: str, readings: list[Reading], finger
         warnings.append(PEEKING_WARNING)
     elif open_:
         stuck = [HEADLINE_METRICS[r.evidence.metric] for r in open_ if r.evidence.cases_to_settle is None]
-        tail = (f"; more cases alone may not settle it ({', '.join(dict.fromkeys(stuck))}: a lower bound, at the "
-                f"margin, or beyond it without enough evidence)")
+        tail = (f"; more cases alone may not settle it ({', '.join(dict.fromkeys(stuck))}: a lower bound, a "
+                f"figure against perfect agreement without the reference's floor, at the margin, or beyond it "
+                f"without enough evidence)")
     else:
         tail = ""
     return Verdict(status="inconclusive", headline=f"{endpoint} vs {reference} is inconclusive: " + "; ".join(parts)

@@ -14,7 +14,7 @@ from typing import Any
 
 from verifier.records import Interval
 from verifier.run.summary import EndpointSuiteResult, FingerprintEvidence, MetricEvidence
-from verifier.run.verdict_policy import VerdictPolicy
+from verifier.run.verdict_policy import HEADLINE_METRICS, VerdictPolicy
 from verifier.run.verdict_stats import Sides, widen_zero_spread, zero_width
 from verifier.stats.intervals import newcombe_unpaired_diff
 
@@ -22,6 +22,12 @@ from verifier.stats.intervals import newcombe_unpaired_diff
 PAIRED = ("task_success", "trigger_f1", "argument_agreement", "schema_accuracy", "forced_call_success")
 #: KL estimators whose interval covers the KL itself; anything else is only a lower bound.
 UNBIASED_KL = frozenset({"exact", "sampled_k3"})
+#: The scoring's test name for a floor-based headline (trigger F1, argument agreement) measured without reference
+#: repeats: the difference is taken against a perfect 1, which a sampling reference does not reach itself.
+NO_FLOOR_TEST = "none: no reference repeats"
+FLOOR_METRICS = frozenset({"trigger_f1", "argument_agreement"})
+NO_FLOOR_REASON = ("the reference's run-to-run floor was not measured (no reference repeats): judged against perfect "
+                   "agreement, which can show the candidate close but never different")
 _UNITS = {"task_success": "scenarios", "trigger_f1": "cases", "argument_agreement": "calls both endpoints made",
           "schema_accuracy": "calls both endpoints made", "forced_call_success": "forced cases",
           "kl_mean": "sequences", "kl_topk_lower": "sequences"}
@@ -68,9 +74,15 @@ def _paired(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None, metric: 
             basis = f"agreement with the reference minus the reference's with itself ({comp.test or 'paired'})"
         else:
             basis = f"paired comparison ({comp.test or 'paired'})"
+        no_floor = metric in FLOOR_METRICS and (comp.test or "").startswith(NO_FLOOR_TEST)
+        if no_floor:  # a twin of a sampling reference falls short of 1 too: close can be shown, different not
+            basis, reason = f"{HEADLINE_METRICS[metric]} against the reference minus 1 (its floor was not measured)", \
+                NO_FLOOR_REASON
         ev = MetricEvidence(metric=metric, suite=cand.suite, value=value, difference=diff, basis=basis,
                             test=comp.test, unit=unit, reason=reason,
                             independent_units=_units(cand, metric, diff, comp.independent_units))
+        if no_floor:
+            return Reading(ev, sides="lower", can_be_outside=False)
         return Reading(ev, given_p=comp.p_value)
     if metric == "trigger_f1" and value is not None and value.value is not None:
         # Before the reference's own floor was measured: F1 against its decisions minus 1 (perfect agreement). A
@@ -79,9 +91,7 @@ def _paired(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None, metric: 
                         high=None if value.high is None else value.high - 1, n=value.n, method=value.method)
         ev = MetricEvidence(metric=metric, suite=cand.suite, value=value, difference=diff, unit="cases",
                             basis="F1 against the reference's decisions minus 1 (its floor was not measured)",
-                            independent_units=_units(cand, metric, diff, None),
-                            reason="the reference's run-to-run floor was not measured: judged against perfect "
-                                   "agreement, which can show the candidate close but never different")
+                            independent_units=_units(cand, metric, diff, None), reason=NO_FLOOR_REASON)
         return Reading(ev, sides="lower", can_be_outside=False)
     if metric == "forced_call_success" and value is not None and ref is not None:
         ref_iv = ref.metrics.get(metric)

@@ -118,11 +118,13 @@ def p_point(s: Spread) -> float:
 
 
 def more_units(s: Spread, units: int, margin: float | None, alpha: float, family: int, *,
-               material: bool, sides: Sides, can_be_inside: bool = True) -> int | None:
+               material: bool, sides: Sides, can_be_inside: bool = True, can_be_outside: bool = True) -> int | None:
     """More units that would likely settle this metric if the observed difference and spread held (se ~ 1/sqrt(n)).
 
     The fewer of: units for the equivalence test to pass (|d| inside the margin), or for the margin test (the point
-    test when ``material``) to reach Holm's level at its worst rank. None when neither can happen at this estimate.
+    test when ``material``) to reach Holm's level at its worst rank. None when neither can happen at this estimate
+    (``can_be_outside`` False: a figure that cannot show a difference, e.g. agreement against a perfect 1, is
+    settled only by the equivalence test).
     """
     if units <= 0:
         return None
@@ -133,7 +135,8 @@ def more_units(s: Spread, units: int, margin: float | None, alpha: float, family
         needs.append(units * (_NORMAL.inv_cdf(1 - alpha / 2) * s.facing(toward) / (margin - abs(s.d))) ** 2)
     if material and s.d != 0.0:
         needs.append(units * (z_out * s.facing(0.0) / abs(s.d)) ** 2)
-    elif margin is not None and abs(s.d) > margin and (sides == "both" or (s.d > 0) == (sides == "upper")):
+    elif (can_be_outside and margin is not None and abs(s.d) > margin
+          and (sides == "both" or (s.d > 0) == (sides == "upper"))):
         needs.append(units * (z_out * s.facing(math.copysign(margin, s.d)) / (abs(s.d) - margin)) ** 2)
     if not needs:
         return None

@@ -51,8 +51,10 @@ def describe(e: MetricEvidence) -> str:
     v = e.value
     if e.metric == "argument_agreement" and v is not None and v.value is not None:
         ci = "" if v.low is None or v.high is None else f" [{_pct(1 - v.high)}, {_pct(1 - v.low)}]"
+        against = "below perfect agreement" if e.basis.endswith("(its floor was not measured)") else \
+            "against a twin of the reference"
         return (f"arguments differ from the reference in {_pct(1 - v.value)} %{ci} of {v.n} calls "
-                f"({_pts(d.value)} pts{_ci(e)} against a twin of the reference)")
+                f"({_pts(d.value)} pts{_ci(e)} {against})")
     if e.metric == "task_success":
         return f"{name} {_pts(d.value)} pts{_ci(e)} over {e.independent_units} scenarios"
     if e.metric == "trigger_f1":

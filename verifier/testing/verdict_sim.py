@@ -55,24 +55,8 @@ def sampling_behaviour(n: int, rng: np.random.Generator, ambiguous: float = 0.2)
     return p
 
 
-def toolcall_records(endpoint: str, suite: str, cases: Sequence[ToolcallCase], how: Endpoint,
-                     rng: np.random.Generator, *, again: frozenset[str] = frozenset()) -> list[ExchangeRecord]:
-    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``).
-
-    ``again``: the cases answered a second time, drawn afresh from the same truth, as a run stores the reference's
-    second answers (``repeat`` 1, ``extra["reference_repeat_of"] = 0``): its run-to-run floor."""
-    out = []
-    for case, p in zip(cases, how.p_trigger):
-        out.append(_toolcall_record(endpoint, suite, case, p, how, rng))
-        if case.id in again:
-            second = _toolcall_record(endpoint, suite, case, p, how, rng)
-            out.append(second.model_copy(update={"repeat": 1, "extra": {reference_repeats.MARKER: 0}}))
-    return out
-
-
-def _toolcall_record(endpoint: str, suite: str, case: ToolcallCase, p: float, how: Endpoint,
-                     rng: np.random.Generator) -> ExchangeRecord:
-    """One reply to ``case``: a call with probability ``p`` (always where forced), its arguments bad at ``p_bad``."""
+def _reply(endpoint: str, suite: str, case: ToolcallCase, p: float, how: Endpoint, rng: np.random.Generator,
+           repeat: int, extra: dict) -> ExchangeRecord:
     calls = []
     if case.forced() is not None or rng.random() < p:
         args = BAD_ARGS if rng.random() < how.p_bad else GOOD_ARGS
@@ -80,16 +64,32 @@ def _toolcall_record(endpoint: str, suite: str, case: ToolcallCase, p: float, ho
     return ExchangeRecord(
         request_hash=f"h-{case.id}", kind="toolcall", suite=suite, case_id=case.id, endpoint=endpoint,
         status=200, attempts=1, latency_s=1.0, finish_reason="tool_calls" if calls else "stop",
-        tool_calls=calls, content=None if calls else "no call")
+        tool_calls=calls, content=None if calls else "no call", repeat=repeat, extra=extra)
+
+
+def toolcall_records(endpoint: str, suite: str, cases: Sequence[ToolcallCase], how: Endpoint,
+                     rng: np.random.Generator, repeat_ids: frozenset[str] = frozenset()) -> list[ExchangeRecord]:
+    """One exchange per case; a forced case always gets a call (both endpoints honour ``tool_choice``).
+
+    ``repeat_ids``: cases answered a second time, drawn afresh from the same behaviour and stored as the runner
+    stores the reference's repeats (``repeat`` 1 = ``--repeats``, ``extra["reference_repeat_of"] = 0``).
+    """
+    out = [_reply(endpoint, suite, case, p, how, rng, 0, {}) for case, p in zip(cases, how.p_trigger)]
+    out += [_reply(endpoint, suite, case, p, how, rng, 1, {reference_repeats.MARKER: 0})
+            for case, p in zip(cases, how.p_trigger) if case.id in repeat_ids]
+    return out
 
 
 def score_toolcall_pair(suite: str, cases: Sequence[ToolcallCase], ref: Endpoint, cand: Endpoint,
                         rng: np.random.Generator, repeat_share: float = reference_repeats.DEFAULT_SHARE,
                         ) -> tuple[EndpointSuiteResult, EndpointSuiteResult]:
-    """(reference, candidate) results of one simulated tool-call suite, through the real scoring; the reference
-    answers the cases a run would pick (``repeat_share``, the run's default) twice, so the floor is measured."""
-    again = reference_repeats.choose([c.id for c in cases], repeat_share, 0)
-    records = (toolcall_records("ref", suite, cases, ref, rng, again=again)
+    """(reference, candidate) results of one simulated tool-call suite, through the real scoring.
+
+    The reference answers ``repeat_share`` of the cases twice (the runner's default, chosen as the runner chooses:
+    :func:`reference_repeats.choose`), so trigger F1 and argument agreement are judged against its measured floor.
+    """
+    repeat_ids = reference_repeats.choose([c.id for c in cases], repeat_share, 0)
+    records = (toolcall_records("ref", suite, cases, ref, rng, repeat_ids)
                + toolcall_records("cand", suite, cases, cand, rng))
     by = {r.endpoint: r for r in score_toolcall(suite, cases, records, "ref", ["ref", "cand"])}
     return by["ref"], by["cand"]
