@@ -89,7 +89,9 @@ def test_fingerprint_differs_only_with_a_calibrated_p_in_the_holm_family() -> No
              "indistinguishable_from": [], "p_value": 0.001, "false_alarm_rate": 0.01}
     v = verdict_for("cand", [ok_tc, _lp("cand", 0.005, named)], [], "ref")
     assert v.status == "differs", v.headline
-    assert v.headline.endswith("KL profile closest to int4-decode (p = 0.001, A/A false-alarm rate 1.0 %)")
+    assert v.headline.startswith("cand differs from ref: KL profile closest to int4-decode (p = 0.001, A/A false-alarm "
+                                 "rate 1.0 %); no task-level difference shown at this size (trigger F1 ")
+    assert "schema accuracy per call +0.0 pts [-1.0, +1.0] of 400 calls)" in v.headline
     assert v.fingerprint is not None and v.fingerprint.p_holm == pytest.approx(0.004)  # 4 tests in the family
     weak = {**named, "p_value": 0.03}  # significant alone, not after Holm over four tests
     assert verdict_for("cand", [ok_tc, _lp("cand", 0.005, weak)], [], "ref").status == "inconclusive"

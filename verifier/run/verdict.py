@@ -129,6 +129,9 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
                  + _note(notes, e) for e in shown]
         if fingerprint is not None and fingerprint.significant:
             parts.append(fp_text)
+        task = [e for e in evidence if not e.metric.startswith("kl_")]
+        if task and not any(e.significant for e in task):  # only the distribution moved: say what did not, at what n
+            parts.append("no task-level difference shown at this size (" + "; ".join(describe(e) for e in task) + ")")
         return Verdict(status="differs", headline=f"{endpoint} differs from {reference}: " + "; ".join(parts),
                        **common)  # type: ignore[arg-type]
     fp_ok = fingerprint is None or (fingerprint.profile in (policy.reference_profile, "no profiles")
