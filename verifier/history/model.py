@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from verifier.run.summary import TokenCost
+
 __all__ = ["CostPoint", "HistoryError", "MetricPoint", "SuiteCostMeans"]
 
 
@@ -44,18 +46,13 @@ class RunEntry(BaseModel):
     run_dir: str | None = None
 
 
-class CostPoint(BaseModel):
-    """What one endpoint cost in one run (every suite), as the provider reported it; ``usd`` None: no price."""
+class CostPoint(TokenCost):
+    """What one endpoint cost in one run (every suite), as the provider reported it; ``usd`` None: no price. The
+    token fields are the summary's own (:class:`~verifier.run.summary.TokenCost`), so history keeps what runs wrote."""
 
     run_id: str
     started_at: str
     endpoint: str
-    requests: int = 0
-    with_usage: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    usd: float | None = None
 
 
 class SuiteCostMeans(BaseModel):
