@@ -113,6 +113,20 @@ class PathData:
                              method=method)
 
 
+def _forced_pair(ref: ExchangeRecord, cand: ExchangeRecord,
+                 data: PathData) -> tuple[TokenTrack, TokenTrack, int] | None:
+    """Both endpoints' teacher-forced tracks on the reference's continuation and where it starts, or None (counted
+    as misaligned) when either reply cannot be read as that continuation."""
+    cont = ref.extra.get("continuation", "")
+    try:
+        rt, start = forced_track(ref, cont)
+        ct, _ = forced_track(cand, cont)
+    except LogprobFormatError:
+        data.misaligned += 1
+        return None
+    return rt, ct, start
+
+
 def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: TokenTrack, start: int) -> None:
     al = align_tracks(ref, cand, start_offset=start, interner=Interner())
     data.misaligned += al.misaligned
@@ -156,14 +170,10 @@ def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str
                 break
             if r is None or c is None:
                 continue
-            cont = r.extra.get("continuation", "")
-            try:
-                rt, start = forced_track(r, cont)
-                ct, _ = forced_track(c, cont)
-            except LogprobFormatError:
-                data.misaligned += 1
+            tracks = _forced_pair(r, c, data)
+            if tracks is None:
                 continue
-            _topk_path(data, cid, r.extra.get("method", variant), rt, ct, start)
+            _topk_path(data, cid, r.extra.get("method", variant), *tracks)
             break
     return data
 
@@ -247,13 +257,10 @@ def _sampled(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[st
             if not (r.ok and c.ok):
                 data.failed += 1
                 continue
-            cont = r.extra.get("continuation", "")
-            try:
-                rt, start = forced_track(r, cont)
-                ct, _ = forced_track(c, cont)
-            except LogprobFormatError:
-                data.misaligned += 1
+            tracks = _forced_pair(r, c, data)
+            if tracks is None:
                 continue
+            rt, ct, start = tracks
             al = align_tracks(rt, ct, start_offset=start, interner=Interner())
             data.misaligned += al.misaligned
             if al.compared == 0:
