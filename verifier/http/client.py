@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from verifier.http import redaction
 from verifier.http.bodies import CappedText, ResponseTooLarge, TimedBody
+from verifier.http.failure_text import MESSAGE_LIMIT, exception_line, redirect_line, timeout_line
 from verifier.http.pacing import parse_retry_after, throttler
 from verifier.http.parse import (
     _BrokenStream,
@@ -65,7 +66,6 @@ RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524
 #: Error classes the retry policy tries again (up to ``max_attempts``).
 RETRYABLE_ERRORS = frozenset({"rate_limited", "server_error", "timeout", "connection", "broken_stream",
                               "protocol_error", "provider_error"})
-_MESSAGE_LIMIT = 500
 
 
 class EndpointError(Exception):
@@ -197,7 +197,7 @@ class EndpointClient:
             raise EndpointError(name, "auth", f"authentication failed (HTTP {r.status_code}); check "
                                 + (f"${self.config.api_key_env}" if self.config.api_key_env else "the API key"))
         if 300 <= r.status_code < 400:
-            raise EndpointError(name, "models_unavailable", _redirect_message(r))
+            raise EndpointError(name, "models_unavailable", redirect_line(r))
         if r.status_code != 200:
             raise EndpointError(name, "models_unavailable", f"GET /models returned HTTP {r.status_code}",
                                 status=r.status_code)
@@ -371,7 +371,7 @@ class EndpointClient:
                     if attempts == 1:
                         self.stop.not_sent += 1
                         return Exchange(request_hash=rhash, attempts=0, stream=stream, error_class=NOT_SENT,
-                                        error_message=redaction.truncate(self.stop.reason, _MESSAGE_LIMIT))
+                                        error_message=redaction.truncate(self.stop.reason, MESSAGE_LIMIT))
                     attempts -= 1
                     break  # a retry not sent: the record is the last attempt's
                 t0 = time.perf_counter()
@@ -440,28 +440,31 @@ class EndpointClient:
             return {"status": state["status"], "error_class": "timeout", "error_message": msg}, None
         except httpx.TimeoutException as e:
             return {"status": state["status"], "error_class": "timeout",
-                    "error_message": _timeout_message(e, cfg)}, None
+                    "error_message": timeout_line(e, cfg)}, None
         except MalformedHTTP as e:
-            return {"status": state["status"], "error_class": "protocol_error", "error_message": _message(e)}, None
+            return {"status": state["status"], "error_class": "protocol_error",
+                    "error_message": exception_line(e)}, None
         except (httpx.ConnectError, httpx.NetworkError, httpx.RemoteProtocolError) as e:
             cls = "broken_stream" if stream and state["status"] is not None else "connection"
-            return {"status": state["status"], "error_class": cls, "error_message": _message(e),
+            return {"status": state["status"], "error_class": cls, "error_message": exception_line(e),
                     **_partial_usage(state)}, None
         except _BrokenStream as e:
             return {"status": 200, "error_class": "broken_stream",
-                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT), **_partial_usage(state)}, None
+                    "error_message": redaction.truncate(str(e), MESSAGE_LIMIT), **_partial_usage(state)}, None
         except ResponseTooLarge as e:
-            return {"status": state["status"], "error_class": "response_too_large", "error_message": _message(e)}, None
+            return {"status": state["status"], "error_class": "response_too_large",
+                    "error_message": exception_line(e)}, None
         except UnsupportedEncoding as e:
             return {"status": state["status"], "error_class": "unsupported_encoding",
-                    "error_message": redaction.truncate(str(e), _MESSAGE_LIMIT)}, None
+                    "error_message": redaction.truncate(str(e), MESSAGE_LIMIT)}, None
         except httpx.DecodingError as e:  # br/zstd/gzip bytes that do not decode: name the encoding
             return {"status": state["status"], "error_class": "transport_error",
                     "error_message": redaction.truncate(f"the response body is not valid Content-Encoding "
-                                                        f"{state.get('encoding') or '?'}: {_message(e)}",
-                                                        _MESSAGE_LIMIT)}, None
+                                                        f"{state.get('encoding') or '?'}: {exception_line(e)}",
+                                                        MESSAGE_LIMIT)}, None
         except httpx.HTTPError as e:  # decoding / protocol oddities: recorded, not retried
-            return {"status": state["status"], "error_class": "transport_error", "error_message": _message(e)}, None
+            return {"status": state["status"], "error_class": "transport_error",
+                    "error_message": exception_line(e)}, None
 
     def _post(self, url: httpx.URL, body: TimedBody, accept: str | None = None) -> httpx.Request:
         """The request, built directly: ``AsyncClient.build_request`` re-parses the URL every time (~0.1 ms)."""
@@ -477,7 +480,7 @@ class EndpointClient:
     def _classify(self, r: httpx.Response, text: str) -> dict:
         status = r.status_code
         if 300 <= status < 400:
-            return {"status": status, "error_class": "redirect", "error_message": _redirect_message(r)}
+            return {"status": status, "error_class": "redirect", "error_message": redirect_line(r)}
         if status == 429:
             cls = "rate_limited"
         elif status >= 500 or status in RETRYABLE_STATUSES:
@@ -497,7 +500,7 @@ class EndpointClient:
                 msg = err
         except (ValueError, AttributeError):
             pass
-        return {"status": status, "error_class": cls, "error_message": redaction.truncate(msg, _MESSAGE_LIMIT)}
+        return {"status": status, "error_class": cls, "error_message": redaction.truncate(msg, MESSAGE_LIMIT)}
 
     async def _read_capped(self, r: httpx.Response) -> bytes:
         """The whole (decompressed) body, refused past ``max_response_bytes``: a gzip bomb stops at the cap."""
@@ -583,32 +586,6 @@ def _partial_usage(state: dict[str, Any]) -> dict[str, Any]:
     """``{"usage": ...}`` when a stream that broke had already reported usage (the provider billed it), else {}."""
     usage = getattr(state.get("acc"), "usage", None)
     return {"usage": _usage_dict(usage)} if isinstance(usage, dict) else {}
-
-
-def _message(e: BaseException) -> str:
-    """``Type: text`` of an exception, redacted before it is cut to length."""
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return redaction.truncate(f"{type(e).__name__}: {text}" if text else type(e).__name__, _MESSAGE_LIMIT) or ""
-
-
-def _timeout_message(e: httpx.TimeoutException, cfg: EndpointConfig) -> str:
-    if isinstance(e, httpx.ConnectTimeout):
-        return f"no connection within connect_timeout ({min(cfg.connect_timeout, cfg.timeout):g} s)"
-    if isinstance(e, httpx.PoolTimeout):
-        return f"no free connection within connect_timeout ({min(cfg.connect_timeout, cfg.timeout):g} s)"
-    if isinstance(e, httpx.WriteTimeout):
-        return f"the request body was not taken within write_timeout ({cfg.write_timeout:g} s)"
-    if isinstance(e, httpx.ReadTimeout):
-        return f"no byte received for read_timeout ({cfg.read_timeout:g} s)" if cfg.read_timeout else _message(e)
-    return _message(e)
-
-
-def _redirect_message(r: httpx.Response) -> str:
-    """A 3xx is recorded, never followed (a request is sent once): name the status and where it pointed."""
-    location = r.headers.get("location")
-    where = f" to {redaction.redact_url(location)}" if location else " without a Location header"
-    return redaction.truncate(f"redirect (HTTP {r.status_code}){where}; redirects are not followed",
-                              _MESSAGE_LIMIT) or ""
 
 
 class _NoCookies(http.cookiejar.CookieJar):
