@@ -4,7 +4,6 @@ back as text; the CLI's last lines are checked beside it."""
 
 from __future__ import annotations
 
-import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -12,23 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.run.forced_weather import forced_weather_suite as _suite
 from verifier.cli import app
 from verifier.run.summary import RunSummary
 from verifier.run.verdict import compute_verdicts
 from verifier.testing import FaultInjector, Reply, schema_responder
 from verifier.testing.replies import RequestContext
 
-TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
 PRICE = "price = { input = 0.60, output = 2.50, cached_input = 0.15 }"
-
-
-def _suite(tmp_path: Path, n: int) -> Path:
-    p = tmp_path / "weather.jsonl"
-    p.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"weather in city {i}?"}],
-                                       "tools": [TOOL], "tool_choice": "required", "_meta": {"id": f"w{i:03d}"}})
-                           for i in range(n)) + "\n")
-    return p
 
 
 def _config(tmp_path: Path, urls: dict[str, str], budget: dict[str, float] | None = None) -> Path:

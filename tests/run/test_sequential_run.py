@@ -3,29 +3,18 @@ candidates still need, the order in the manifest, and an exact ``--resume``."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.run.forced_weather import forced_weather_suite as _suite
 from verifier.cli import app
 from verifier.records import ExchangeRecord
 from verifier.run.store import RunManifest
 from verifier.run.summary import RunSummary
 from verifier.testing import FaultInjector, schema_responder
-
-TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}
-
-
-def _suite(tmp_path: Path, n: int) -> Path:
-    p = tmp_path / "weather.jsonl"
-    p.write_text("\n".join(json.dumps({"messages": [{"role": "user", "content": f"weather in city {i}?"}],
-                                       "tools": [TOOL], "tool_choice": "required", "_meta": {"id": f"w{i:03d}"}})
-                           for i in range(n)) + "\n")
-    return p
 
 
 def _records(out: Path) -> list[ExchangeRecord]:
