@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from verifier.testing.replies import Reply
+
+pytestmark = pytest.mark.slow  # real processes (PostgreSQL, a killed run) take seconds: the quick subset skips them
 
 CORE = Path(__file__).resolve().parents[2] / "suites" / "toolcall" / "data" / "toolcall-core.jsonl"
 

@@ -99,6 +99,7 @@ def test_unsupported_architecture_is_a_clear_error(tmp_path, llama_ckpt):
         load_model(bad)
 
 
+@pytest.mark.slow
 def test_shipped_model_loads_and_matches_transformers():
     """The shipped checkpoint goes through the same loader with no special case, and agrees with transformers."""
     from reference_engine.launch import default_model_path

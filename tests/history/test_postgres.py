@@ -38,6 +38,8 @@ from verifier.history import (
 from verifier.history.drift import DriftSettings, detect_drift
 from verifier.run.summary import RunSummary
 
+pytestmark = pytest.mark.slow  # real processes (PostgreSQL, a killed run) take seconds: the quick subset skips them
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -29,6 +29,7 @@ def _declared_context(folder: Path) -> tuple[int, int]:
     return config["max_position_embeddings"], tokenizer_config["model_max_length"]
 
 
+@pytest.mark.slow
 def test_a_trained_checkpoint_declares_its_longest_training_document(tmp_path: Path) -> None:
     main(TINY_TRAIN_ARGS + ["--block", "512", "--out", str(tmp_path / "ckpt")])
     assert _declared_context(tmp_path / "ckpt") == (512, 512)

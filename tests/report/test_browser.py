@@ -18,6 +18,7 @@ from verifier.run.summary import EndpointInfo, RunSummary
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # the module fixture runs a real run and starts Chromium: seconds before the first test
     pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (apt-get install chromium)"),
 ]
 

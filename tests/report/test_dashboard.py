@@ -46,6 +46,7 @@ def test_every_run_every_endpoint_listed_and_small(page) -> None:
     assert "drift flagged in" in _section(html, "int4-decode") and "of the" in _section(html, "int4-decode")
 
 
+@pytest.mark.slow
 def test_the_shift_is_marked_as_drift(page) -> None:
     """int4-decode's schema accuracy drops 17 points from night 185: the drift test flags it, on the right nights."""
     _, _, html = page
@@ -60,6 +61,7 @@ def test_the_shift_is_marked_as_drift(page) -> None:
     assert len(before) <= 0.05 * RUNS  # an unchanged endpoint: false alarms within the drift test's alpha
 
 
+@pytest.mark.slow
 def test_known_folders_link_reports_and_show_verdicts(page) -> None:
     root, out, html = page
     links = re.findall(r'<a href="([^"#][^"]*)">(night-\d+)</a>', _section(html, "int4-decode"))

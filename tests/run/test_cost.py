@@ -106,6 +106,7 @@ def _records(out: Path) -> list[ExchangeRecord]:
     return [ExchangeRecord.model_validate_json(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_cost_is_reported_usage_times_price_exactly_with_cached_tokens(tmp_path, scripted_server):
     provider = BillingProvider(no_usage_every=7)
     srv = scripted_server(provider)

@@ -191,6 +191,7 @@ def _edited_copy(src: Path, dst: Path, edit: Any) -> Path:
     return dst
 
 
+@pytest.mark.slow
 def test_merge_refuses_shards_that_do_not_make_one_run(runs: dict[str, Any], tmp_path: Path) -> None:
     s1, s2, s3 = map(str, runs["shards"])
     whole = str(runs["root"] / "whole")
@@ -236,6 +237,7 @@ def test_merge_refuses_shards_that_do_not_make_one_run(runs: dict[str, Any], tmp
     assert res.exit_code == 2 and "not empty" in one_line_error(res)
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_shard_it_started_with(runs: dict[str, Any]) -> None:
     res = invoke(["run", "--resume", str(runs["shards"][0]), "--shard", "2/3", "--quiet"])
     assert res.exit_code == 2 and "--shard 1/3" in one_line_error(res)
