@@ -15,7 +15,6 @@ from verifier.kinds.logprob.fingerprint import load_library
 from verifier.kinds.logprob.fingerprint_null import ALPHA, aa_null, calibrate_gap, gap, twin_profile
 
 
-
 def _reference_rows(n: int, seed: int = 0, vocab: int = 512, k: int = 20, scale: float = 2.0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     full = log_softmax(rng.standard_normal((n, vocab)) * scale, axis=1)
