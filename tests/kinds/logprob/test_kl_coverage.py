@@ -36,7 +36,7 @@ def test_cluster_bootstrap_t_covers_where_the_percentile_bootstrap_did_not() -> 
         ours = old = 0
         for i in range(sims):
             values, seq, truth = _skewed_clusters(rng, g)
-            iv = cluster_mean_interval(values, seq, n_boot=999, seed=i)
+            iv = cluster_mean_interval(values, seq, n_boot=999, seed=i, log_scale=True)  # as KL ships
             ours += iv.low <= truth <= iv.high
             pct = bootstrap_mean(values, clusters=seq, n_boot=999, seed=i)
             old += pct.low <= truth <= pct.high
@@ -55,9 +55,9 @@ def test_prompt_clusters_cover_where_sequence_clusters_do_not() -> None:
     by_prompt = by_sequence = 0
     for i in range(sims):
         d = draw(world, rng)
-        iv = cluster_mean_interval(d.values, d.prompt, n_boot=999, seed=i)
+        iv = cluster_mean_interval(d.values, d.prompt, n_boot=999, seed=i, log_scale=True)
         by_prompt += iv.low <= world.truth <= iv.high
-        bad = cluster_mean_interval(d.values, d.sequence, n_boot=999, seed=i)
+        bad = cluster_mean_interval(d.values, d.sequence, n_boot=999, seed=i, log_scale=True)
         by_sequence += bad.low <= world.truth <= bad.high
     assert by_prompt / sims >= COVERAGE_BAR, f"{MIN_CLUSTERS} prompts x 3: coverage {by_prompt / sims:.3f}"
     assert by_sequence / sims < COVERAGE_BAR, (
@@ -115,7 +115,7 @@ def test_sampled_k3_is_unbiased_and_its_interval_covers() -> None:
                 k3.append(sampled_kl(p[rows, x], q[rows, x]).k3)
                 seq.append(np.full(p.shape[0], j))
         values, clusters = np.concatenate(k3), np.concatenate(seq)
-        iv = cluster_mean_interval(values, clusters, n_boot=999, seed=i)
+        iv = cluster_mean_interval(values, clusters, n_boot=999, seed=i, log_scale=True)
         estimates.append(iv.value)
         cover += iv.low <= truth <= iv.high
         tok = bootstrap_mean(values, n_boot=999, seed=i)  # broken on purpose: tokens as independent
