@@ -74,6 +74,8 @@ class PathData:
     prompt: list[np.ndarray] = field(default_factory=list)  # the interval's cluster: the case the sequence is of
     case_ids: list[str] = field(default_factory=list)  # the case (or case/sample) of each entry of the lists
     prompts: dict[str, int] = field(default_factory=dict)  # case id -> cluster label
+    #: per entry, each position's (offset in the continuation, token) where the path knows it (top-k paths), else None
+    keys: list[list[tuple[int, str]] | None] = field(default_factory=list)
     methods: Counter = field(default_factory=Counter)
     misaligned: int = 0
     cases: int = 0
@@ -84,7 +86,8 @@ class PathData:
     topk_lower: dict[int, list[np.ndarray]] = field(default_factory=dict)
 
     def add(self, case: str, method: str, kl: np.ndarray, ref_lp: np.ndarray, cand_lp: np.ndarray, same: np.ndarray,
-            lower: np.ndarray | None = None, tail: np.ndarray | None = None, prompt: str | None = None) -> None:
+            lower: np.ndarray | None = None, tail: np.ndarray | None = None, prompt: str | None = None,
+            keys: list[tuple[int, str]] | None = None) -> None:
         """One sequence's positions. ``prompt``: the case it belongs to (default ``case``): the sequences sampled from
         one prompt share it, so they are one cluster of the intervals, and prompts are the independent units."""
         if kl.size == 0:
@@ -98,12 +101,17 @@ class PathData:
         self.seq.append(np.full(kl.size, self.cases))
         self.prompt.append(np.full(kl.size, self.prompts.setdefault(prompt or case, len(self.prompts))))
         self.case_ids.append(case)
+        self.keys.append(keys)
         self.methods[method] += 1
         self.cases += 1
 
     def cat(self, name: str) -> np.ndarray:
         parts = getattr(self, name)
         return np.concatenate(parts) if parts else np.zeros(0)
+
+    def position_keys(self) -> list[list[tuple[int, str]] | None]:
+        """``keys`` per entry, None where unknown (also for entries a caller appended without keys)."""
+        return self.keys + [None] * (len(self.case_ids) - len(self.keys))
 
     @property
     def unbiased(self) -> bool:
@@ -138,7 +146,8 @@ def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: To
     if al.compared == 0:
         return
     est = topk_kl(al.ref, al.cand)
-    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower, est.ref_tail)
+    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower, est.ref_tail,
+             keys=al.keys)
 
 
 def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str, ep: str,
@@ -439,17 +448,34 @@ def decode_vs_forced(decode: PathData, forced: PathData) -> tuple[float, float, 
     """(decode lower-bound mean, forced KL mean, positions) over the positions both paths measured on the same text.
 
     The decode path covers the start of the reference's greedy continuation (common prefix + first divergence);
-    the forced path is teacher-forced on that whole continuation: its first positions are the same contexts.
+    the forced path is teacher-forced on that whole continuation: its first positions are the same contexts, as long
+    as the forced text tokenizes back into the tokens generated. It need not: a generated partial UTF-8 byte, or a
+    merge BPE would not produce, comes back as other tokens, and every forced position after it conditions on other
+    tokens. Where both paths know each position's (offset, token) (top-k paths), positions are matched by it and
+    the comparison stops at the first generated position the forced text does not reproduce; where the forced path
+    does not (exact KL records carry no tokens), positions are compared by index, as before.
     """
-    f_by_case = dict(zip(forced.case_ids, forced.kl))
+    f_by_case = dict(zip(forced.case_ids, zip(forced.kl, forced.position_keys())))
     low_sum = kl_sum = 0.0
     n = 0
-    for cid, low in zip(decode.case_ids, decode.lower):
-        f = f_by_case.get(cid)
-        if f is None or f.size < low.size:
+    for cid, low, d_keys in zip(decode.case_ids, decode.lower, decode.position_keys()):
+        if cid not in f_by_case:
             continue
+        f, f_keys = f_by_case[cid]
+        if d_keys is not None and f_keys is not None:
+            at = {k: i for i, k in enumerate(f_keys)}
+            idx: list[int] = []
+            for k in d_keys:
+                if k not in at:
+                    break
+                idx.append(at[k])
+            low, f = low[:len(idx)], f[idx]
+        elif f.size < low.size:
+            continue
+        else:
+            f = f[:low.size]
         low_sum += float(low.sum())
-        kl_sum += float(f[:low.size].sum())
+        kl_sum += float(f.sum())
         n += int(low.size)
     return (low_sum / n, kl_sum / n, n) if n else None
 
