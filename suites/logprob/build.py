@@ -70,7 +70,7 @@ TOOL_CHATS = [
 ]
 
 # logprob-smoke: the first cases of each group. 12 prompts, so that its KL headline rests on at least the 10
-# independent sequences the verdict asks for (``[verdict.min_units] kl_mean``, docs/verdict.md) with a margin: with
+# independent prompts the verdict asks for (``[verdict.min_units] kl_mean``, docs/verdict.md) with a margin: with
 # 7 the default run's KL was "not testable" and could not make a verdict consistent.
 SMOKE = {"text": 6, "chat": 3, "tool": 3}
 

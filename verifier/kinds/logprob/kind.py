@@ -77,7 +77,8 @@ BUILTIN_SUITES = {
 }
 EXACT_KS = (5, 10, 20)
 # continuations sampled from the reference per case (run option kl_samples=N): 3 gives logprob-smoke's 12 cases
-# 36 sequences, above the 20 the KL interval needs (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
+# 36 sequences; the KL interval's clusters are the 12 prompts (a case's samples share it), above the 10 it needs
+# (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
 KL_SAMPLES = 3
 
 
