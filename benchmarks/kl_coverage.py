@@ -11,7 +11,8 @@ true per-token mean, per clustering method and number of prompts, in the worlds 
 
 Methods, each the cluster bootstrap-t of ``verifier.kinds.logprob.cluster_ci``:
 
-* ``per-sequence``: every sequence its own cluster (before issue 38's fix; the break-on-purpose);
+* ``per-sequence``: every sequence its own cluster, log scale (the clustering before issue 38's fix; the
+  break-on-purpose);
 * ``per-prompt, linear``: all sequences of a prompt one cluster, mean studentized as it is;
 * ``per-prompt, log``: the same, log(mean) studentized (what ships for KL: ``log_scale=True``).
 
