@@ -69,17 +69,22 @@ TOOL_CHATS = [
                 {"role": "user", "content": "Printer on floor 3 jams every morning; low priority."}]),
 ]
 
+# logprob-smoke: the first cases of each group. 12 prompts, so that its KL headline rests on at least the 10
+# independent prompts the verdict asks for (``[verdict.min_units] kl_mean``, docs/verdict.md) with a margin: with
+# 7 the default run's KL was "not testable" and could not make a verdict consistent.
+SMOKE = {"text": 6, "chat": 3, "tool": 3}
+
 
 def cases() -> list[dict]:
     out: list[dict] = []
     for i, t in enumerate(TEXTS):
-        out.append({"id": f"text-{i:02d}", "kind": "text", "prompt": t, "max_tokens": 32, "smoke": i < 3})
+        out.append({"id": f"text-{i:02d}", "kind": "text", "prompt": t, "max_tokens": 32, "smoke": i < SMOKE["text"]})
     for i, c in enumerate(CHATS):
         out.append({"id": f"chat-{i:02d}", "kind": "chat", "messages": [{"role": "user", "content": c}],
-                    "max_tokens": 32, "smoke": i < 2})
+                    "max_tokens": 32, "smoke": i < SMOKE["chat"]})
     for i, (tools, msgs) in enumerate(TOOL_CHATS):
         out.append({"id": f"tool-{i:02d}", "kind": "chat", "messages": msgs, "tools": tools, "max_tokens": 32,
-                    "smoke": i < 2})
+                    "smoke": i < SMOKE["tool"]})
     return out
 
 

@@ -15,6 +15,7 @@ from verifier.history.gate import (
     parse_policy,
     to_junit,
 )
+from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS
 from verifier.records import Interval
 from verifier.run.summary import Comparison, EndpointSuiteResult, RunSummary
 from verifier.run.verdict import VerdictPolicy, compute_verdicts, verdict_for
@@ -118,6 +119,30 @@ def test_kl_lower_bound_can_differ_but_never_be_consistent() -> None:
                                                                                    "ref").headline
     legacy = _lp("cand", 0.001, same, method="cluster_bootstrap")  # a kl_mean of unknown estimator: a lower bound
     assert verdict_for("cand", [ok_tc, legacy], [], "ref").status == "inconclusive"
+
+
+def test_kl_counts_prompts_not_the_sequences_sampled_from_them() -> None:
+    """Three continuations sampled per prompt share it: KL's independent units are the prompts its interval
+    resamples (``<kl_path>_prompts``), read from the path ``kl_mean`` came from, not the sequences or the top-k path."""
+    ok_tc = _tc("cand", Interval(value=0.0, low=-0.01, high=0.01, n=400), 1.0)
+    same = {"verdict": "bf16", "distance": 0.0, "ranking": [("bf16", 0.0)], "p_value": 1.0}
+    minimum = VerdictPolicy().min_units["kl_mean"]
+    assert minimum == MIN_CLUSTERS == VerdictPolicy().min_units["kl_topk_lower"]
+    for prompts, status in ((minimum - 1, "inconclusive"), (minimum, "consistent")):
+        lp = _lp("cand", 0.001, same, method="exact_cluster_bootstrap_t")
+        lp.extra.update(headline_path="decode", kl_path="sampled_decode_exact", kl_topk_path="decode")
+        lp.counts.update(sampled_decode_exact_sequences=3 * prompts, sampled_decode_exact_prompts=prompts,
+                         decode_sequences=99, decode_prompts=99)
+        v = verdict_for("cand", [ok_tc, lp], [], "ref")
+        e = next(e for e in v.evidence if e.metric == "kl_mean")
+        assert (e.independent_units, e.unit, v.status) == (prompts, "prompts", status), v.headline
+        if status == "inconclusive":
+            assert v.not_testable == ["kl_mean"] and f"{prompts} prompts, needs at least {minimum}" in v.headline
+    legacy = _lp("cand", 0.001, same, method="exact_cluster_bootstrap_t")  # a summary from before: sequences
+    legacy.extra["headline_path"] = "forced"
+    legacy.counts["forced_sequences"] = 24
+    e = next(e for e in verdict_for("cand", [ok_tc, legacy], [], "ref").evidence if e.metric == "kl_mean")
+    assert (e.independent_units, e.unit) == (24, "sequences")
 
 
 def test_too_few_scenarios_are_not_testable_and_zero_width_is_not_proof() -> None:

@@ -30,7 +30,7 @@ NO_FLOOR_REASON = ("the reference's run-to-run floor was not measured (no refere
                    "agreement, which can show the candidate close but never different")
 _UNITS = {"task_success": "scenarios", "trigger_f1": "cases", "argument_agreement": "calls both endpoints made",
           "schema_accuracy": "calls both endpoints made", "forced_call_success": "forced cases",
-          "kl_mean": "sequences", "kl_topk_lower": "sequences"}
+          "kl_mean": "prompts", "kl_topk_lower": "prompts"}
 
 
 @dataclass
@@ -44,16 +44,28 @@ class Reading:
     given_p: float | None = None  # the scoring's own point-null p (exact / sign test), preferred when material
 
 
+def _kl_units(cand: EndpointSuiteResult, metric: str) -> tuple[int, str] | None:
+    """KL's independent units and their name: the prompts (cases) of the path the figure came from, which are the
+    clusters its interval resamples (several sequences sampled from one prompt are correlated through it). Summaries
+    written before that counted sequences, each its own cluster: read as such."""
+    own = cand.extra.get("kl_path" if metric == "kl_mean" else "kl_topk_path")
+    for path in (own, cand.extra.get("headline_path")):
+        if not isinstance(path, str):
+            continue
+        for unit in ("prompts", "sequences"):
+            if f"{path}_{unit}" in cand.counts:
+                return cand.counts[f"{path}_{unit}"], unit
+    return None
+
+
 def _units(cand: EndpointSuiteResult, metric: str, diff: Interval, given: int | None) -> int:
-    """Independent units: the comparison's own count, else scenarios for agents, sequences for KL, else ``n``."""
+    """Independent units: the comparison's own count, else scenarios for agents, prompts for KL, else ``n``."""
     if given is not None:
         return given
     if metric == "task_success" and isinstance(cand.extra.get("scenarios"), dict):
         return len(cand.extra["scenarios"])
-    if metric.startswith("kl_"):
-        path = cand.extra.get("headline_path")
-        if isinstance(path, str) and f"{path}_sequences" in cand.counts:
-            return cand.counts[f"{path}_sequences"]
+    if metric.startswith("kl_") and (kl := _kl_units(cand, metric)) is not None:
+        return kl[0]
     return diff.n
 
 
@@ -118,12 +130,17 @@ def kl_estimator(method: str | None) -> str | None:
                 None)
 
 
+def _kl_unit(cand: EndpointSuiteResult, metric: str) -> str:
+    kl = _kl_units(cand, metric)
+    return "prompts" if kl is None else kl[1]
+
+
 def _kl(cand: EndpointSuiteResult) -> Reading | None:
     kl = cand.metrics.get("kl_mean")
     lower = cand.metrics.get("kl_topk_lower")
     estimator = kl_estimator(kl.method) if kl is not None else None
     if kl is not None and kl.value is not None and estimator is not None:
-        ev = MetricEvidence(metric="kl_mean", suite=cand.suite, value=kl, difference=kl, unit="sequences",
+        ev = MetricEvidence(metric="kl_mean", suite=cand.suite, value=kl, difference=kl, unit=_kl_unit(cand, "kl_mean"),
                             basis=f"KL(reference || candidate), {estimator} estimator",
                             independent_units=_units(cand, "kl_mean", kl, None))
         return Reading(ev, sides="upper")
@@ -135,7 +152,7 @@ def _kl(cand: EndpointSuiteResult) -> Reading | None:
         figure, metric = kl, "kl_mean"
         reason = (f"estimator '{kl.method}' is not known to be unbiased (top-k or a decode path cut at the first "
                   f"divergence): read as a lower bound")
-    ev = MetricEvidence(metric=metric, suite=cand.suite, value=figure, difference=figure, unit="sequences",
+    ev = MetricEvidence(metric=metric, suite=cand.suite, value=figure, difference=figure, unit=_kl_unit(cand, metric),
                         basis="KL(reference || candidate), lower bound", bound="lower", reason=reason,
                         independent_units=_units(cand, metric, figure, None))
     tail = cand.metrics.get("kl_tail_mass")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS
+
 #: Headline metrics with the words a headline uses for them. Order is the dashboard's (kept from schema 1.1);
 #: a headline names them in :data:`HEADLINE_ORDER`.
 HEADLINE_METRICS: dict[str, str] = {
@@ -33,8 +35,9 @@ def _default_margins() -> dict[str, float]:
 
 
 def _default_min_units() -> dict[str, int]:
+    # KL: prompts, the clusters its interval resamples; below MIN_CLUSTERS the interval is not given at all
     return {"task_success": 10, "trigger_f1": 30, "argument_agreement": 30, "schema_accuracy": 30,
-            "forced_call_success": 30, "kl_mean": 10, "kl_topk_lower": 10}
+            "forced_call_success": 30, "kl_mean": MIN_CLUSTERS, "kl_topk_lower": MIN_CLUSTERS}
 
 
 class VerdictPolicy(BaseModel):
@@ -49,7 +52,7 @@ class VerdictPolicy(BaseModel):
     #: Metrics where any significant difference matters, whatever its size (point null instead of the margin):
     #: a reference serving the same model honours ``tool_choice`` every time, so a reliable drop is a defect.
     material: list[str] = Field(default_factory=lambda: ["forced_call_success"])
-    #: Fewer independent units than this (scenarios for agent metrics, cases or calls for tool calls, sequences for
+    #: Fewer independent units than this (scenarios for agent metrics, cases or calls for tool calls, prompts for
     #: KL): the metric is "not testable" and cannot make the verdict consistent.
     min_units: dict[str, int] = Field(default_factory=_default_min_units)
     fingerprint_margin: float = Field(0.1, ge=0)  # decades of KL (RMS) the named profile must beat the reference's by

@@ -32,11 +32,11 @@ def _ci(e: MetricEvidence) -> str:
 
 
 def _short_unit(e: MetricEvidence) -> str:
-    """``calls``, ``scenarios``, ``sequences`` or ``cases``: the first word of the metric's unit."""
+    """``calls``, ``scenarios``, ``sequences``, ``prompts`` or ``cases``: the first word of the metric's unit."""
     if e.metric == "task_success":
         return "scenarios"  # the independent units, whatever a trial-level unit says
     first = (e.unit or "").split(" ")[0]
-    return first if first in ("calls", "scenarios", "sequences") else "cases"
+    return first if first in ("calls", "scenarios", "sequences", "prompts") else "cases"
 
 
 def _denominator(e: MetricEvidence) -> str:

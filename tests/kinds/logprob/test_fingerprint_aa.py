@@ -14,10 +14,8 @@ from scipy.special import log_softmax
 from verifier.kinds.logprob.fingerprint import load_library
 from verifier.kinds.logprob.fingerprint_null import ALPHA, aa_null, calibrate_gap, gap, twin_profile
 
-POSITIONS = {"forced": 136, "decode": 136}
 
-
-def _reference_rows(seed: int = 0, n: int = 136, vocab: int = 512, k: int = 20, scale: float = 2.0) -> np.ndarray:
+def _reference_rows(n: int, seed: int = 0, vocab: int = 512, k: int = 20, scale: float = 2.0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     full = log_softmax(rng.standard_normal((n, vocab)) * scale, axis=1)
     top = -np.sort(-full, axis=1)[:, :k]
@@ -31,15 +29,23 @@ def library():
     return lib
 
 
-def test_noisy_bf16_twin_is_not_named_another_variant(library) -> None:
-    rows = _reference_rows()
-    null = aa_null(library, rows, POSITIONS, seed=1)
+@pytest.fixture(scope="module")
+def positions(library) -> dict[str, int]:
+    """As many positions per path as the shipped suite gives the reference (a twin is measured on as many)."""
+    pos = dict(library.profiles[library.reference].n_positions)
+    assert set(pos) == {"forced", "decode"} and pos["decode"] >= 100
+    return pos
+
+
+def test_noisy_bf16_twin_is_not_named_another_variant(library, positions) -> None:
+    rows = _reference_rows(positions["decode"])
+    null = aa_null(library, rows, positions, seed=1)
     assert null is not None
     margin = null.margin
     rng = np.random.default_rng(7)
     runs, named, old_rule = 60, 0, 0
     for _ in range(runs):
-        twin = twin_profile(rows, POSITIONS, 0.05, ("decode",), rng)  # a fresh A/A run, not one of the null's
+        twin = twin_profile(rows, positions, 0.05, ("decode",), rng)  # a fresh A/A run, not one of the null's
         g = gap(twin, library)
         assert g is not None
         p = null.p_value(g)
@@ -53,11 +59,11 @@ def test_noisy_bf16_twin_is_not_named_another_variant(library) -> None:
     assert null.false_alarm_rate <= 2 * ALPHA and null.n_per_setting == 300
 
 
-def test_real_variants_are_still_named(library) -> None:
+def test_real_variants_are_still_named(library, positions) -> None:
     """Power: each calibrated quantized profile, as a candidate, has a gap the A/A twins do not reach."""
-    rows = _reference_rows()
+    rows = _reference_rows(positions["decode"])
     for name, prof in library.profiles.items():
         if name == library.reference:
             continue
-        cal = calibrate_gap(prof.model_copy(update={"n_positions": POSITIONS}), library, rows, seed=2, n_null=100)
+        cal = calibrate_gap(prof.model_copy(update={"n_positions": positions}), library, rows, seed=2, n_null=100)
         assert cal.p_value is not None and cal.p_value <= ALPHA, (name, cal)

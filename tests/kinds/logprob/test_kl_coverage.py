@@ -14,6 +14,7 @@ from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS, cluster_mean_interva
 from verifier.kinds.logprob.estimator import exact_kl, sampled_kl, topk_from_full, topk_kl
 from verifier.kinds.logprob.stats import kl_statistics
 from verifier.stats.intervals import bootstrap_mean
+from verifier.testing.kl_world import World, draw
 
 COVERAGE_BAR = 0.93
 
@@ -35,12 +36,39 @@ def test_cluster_bootstrap_t_covers_where_the_percentile_bootstrap_did_not() -> 
         ours = old = 0
         for i in range(sims):
             values, seq, truth = _skewed_clusters(rng, g)
-            iv = cluster_mean_interval(values, seq, n_boot=999, seed=i)
+            iv = cluster_mean_interval(values, seq, n_boot=999, seed=i, log_scale=True)  # as KL ships
             ours += iv.low <= truth <= iv.high
             pct = bootstrap_mean(values, clusters=seq, n_boot=999, seed=i)
             old += pct.low <= truth <= pct.high
         assert ours / sims >= COVERAGE_BAR, f"{g} sequences: coverage {ours / sims:.3f}"
         assert old / sims < COVERAGE_BAR, f"the broken method passes too ({old / sims:.3f}): the bar cannot fail"
+
+
+@pytest.mark.slow
+def test_prompt_clusters_cover_where_sequence_clusters_do_not() -> None:
+    """Three sequences per prompt share the prompt's KL level (between-prompt AND between-continuation spread,
+    ``verifier.testing.kl_world``): at the minimum number of prompts the interval clustered by prompt covers; the same
+    interval clustered by sequence (broken on purpose: the prompt's sequences taken as independent) does not."""
+    world = World(prompts=MIN_CLUSTERS, sequences_per_prompt=3, prompt_sd=0.75, sequence_sd=0.35, token_sd=1.0)
+    rng = np.random.default_rng(38)
+    sims = 600
+    by_prompt = by_sequence = 0
+    for i in range(sims):
+        d = draw(world, rng)
+        iv = cluster_mean_interval(d.values, d.prompt, n_boot=999, seed=i, log_scale=True)
+        by_prompt += iv.low <= world.truth <= iv.high
+        bad = cluster_mean_interval(d.values, d.sequence, n_boot=999, seed=i, log_scale=True)
+        by_sequence += bad.low <= world.truth <= bad.high
+    assert by_prompt / sims >= COVERAGE_BAR, f"{MIN_CLUSTERS} prompts x 3: coverage {by_prompt / sims:.3f}"
+    assert by_sequence / sims < COVERAGE_BAR, (
+        f"sequences as clusters pass too ({by_sequence / sims:.3f}): the bar cannot fail")
+
+
+def test_below_the_minimum_number_of_prompts_there_is_no_interval() -> None:
+    d = draw(World(prompts=MIN_CLUSTERS - 1), np.random.default_rng(1))
+    assert np.unique(d.sequence).size >= MIN_CLUSTERS  # enough sequences, too few prompts
+    iv = cluster_mean_interval(d.values, d.prompt)
+    assert iv.value is not None and iv.low is None and "no interval" in (iv.method or "")
 
 
 def test_no_interval_below_the_minimum_number_of_sequences() -> None:
@@ -63,9 +91,10 @@ def _kl_at(p: np.ndarray, shift: np.ndarray, f: float) -> np.ndarray:
 @pytest.mark.slow
 def test_sampled_k3_is_unbiased_and_its_interval_covers() -> None:
     """Each sample is a sequence whose tokens are drawn from p; the candidate's drift differs per sample (a sampled
-    continuation lands where the candidate is more or less off), so tokens of one sequence are correlated."""
+    continuation lands where the candidate is more or less off), so tokens of one sequence are correlated, and the
+    samples of one prompt share its distributions: the prompt is the cluster, as scoring has it."""
     rng = np.random.default_rng(5)
-    prompts = [_prompt(rng, int(rng.integers(8, 30)), 200) for _ in range(MIN_CLUSTERS // 2)]
+    prompts = [_prompt(rng, int(rng.integers(8, 30)), 200) for _ in range(MIN_CLUSTERS)]
     levels = np.array([0.4, 1.0, 2.5])  # per-sample scale of the candidate's shift, equally likely
     drift = lambda n: rng.choice(levels, n)  # noqa: E731
     # truth: per-token KL averaged over positions and the drift distribution (equal samples per prompt)
@@ -80,13 +109,13 @@ def test_sampled_k3_is_unbiased_and_its_interval_covers() -> None:
         for j, (p, d) in enumerate(prompts):
             cdf = np.exp(p).cumsum(axis=1)
             rows = np.arange(p.shape[0])
-            for s, f in enumerate(drift(samples)):
+            for f in drift(samples):
                 x = np.minimum((cdf < rng.random(p.shape[0])[:, None] * cdf[:, -1:]).sum(axis=1), p.shape[1] - 1)
                 q = log_softmax(p + f * d, axis=1)
                 k3.append(sampled_kl(p[rows, x], q[rows, x]).k3)
-                seq.append(np.full(p.shape[0], j * samples + s))
+                seq.append(np.full(p.shape[0], j))
         values, clusters = np.concatenate(k3), np.concatenate(seq)
-        iv = cluster_mean_interval(values, clusters, n_boot=999, seed=i)
+        iv = cluster_mean_interval(values, clusters, n_boot=999, seed=i, log_scale=True)
         estimates.append(iv.value)
         cover += iv.low <= truth <= iv.high
         tok = bootstrap_mean(values, n_boot=999, seed=i)  # broken on purpose: tokens as independent

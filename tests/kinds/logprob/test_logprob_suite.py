@@ -9,17 +9,23 @@ import numpy as np
 import pytest
 
 from tests.kinds.kind_context import kind_context, reference_only
+from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS
 from verifier.kinds.logprob.estimator import exact_kl
 from verifier.kinds.logprob.kind import LOGPROB_KIND
 from verifier.testing import ScriptedServer
 
 from .toy_lm import ToyLM, _tokens
 
+#: One more text prompt than the KL interval's minimum of clusters (prompts): the k3 interval is given
+TEXTS = ["the cat of", "in one is", "you that was for", "they be at one", "a of to", "his with as", "for was that",
+         "at one be", "to a of the", "is in one his", "as the cat"]
+assert len(TEXTS) > MIN_CLUSTERS
+
 
 def _suite_file(tmp: Path) -> Path:
     import json
     lines = [{"id": f"t{i}", "kind": "text", "prompt": p, "max_tokens": 12}
-             for i, p in enumerate(["the cat of", "in one is", "you that was for", "they be at one", "a of to"])]
+             for i, p in enumerate(TEXTS)]
     lines += [{"id": "c0", "kind": "chat", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 10},
               {"id": "c1", "kind": "chat", "messages": [{"role": "user", "content": "with as his"}], "max_tokens": 10}]
     p = tmp / "toy.jsonl"
@@ -29,10 +35,11 @@ def _suite_file(tmp: Path) -> Path:
 
 async def _run(tmp: Path, servers: dict[str, ScriptedServer]):
     suite = LOGPROB_KIND.load(str(_suite_file(tmp)), {})
-    assert suite.manifest.case_count == 7 and len(suite.problems) == 1 and suite.problems[0].line == 8
+    n = len(TEXTS) + 2
+    assert suite.manifest.case_count == n and len(suite.problems) == 1 and suite.problems[0].line == n + 1
     names = list(servers)
     async with kind_context(tmp, {n: s.base_url for n, s in servers.items()}) as ctx:
-        ctx.options["kl_samples"] = 4  # 5 text cases x 4 samples: the 20 sequences a KL interval needs
+        ctx.options["kl_samples"] = 3  # a text case's 3 samples are one cluster: the interval needs the prompts
         await LOGPROB_KIND.run(suite, reference_only(ctx))
         await LOGPROB_KIND.run(suite, ctx)
         await LOGPROB_KIND.run(suite, ctx)  # resumed: nothing sent twice
@@ -66,8 +73,9 @@ def test_logprob_suite_against_toy_models(tmp_path: Path) -> None:
     assert noisy.metrics["kl_topk_lower"].n == noisy.counts["decode_positions"] > 0
     assert 0 <= noisy.metrics["kl_tail_mass"].value < 1
     assert noisy.metrics["kl_mean"].n == noisy.counts["sampled_positions"] > 0
-    # four samples per text case, each its own cluster (chat cases are forced only where the template is known)
-    assert noisy.counts["sampled_sequences"] == 4 * 5
+    # three samples per text case, the case one cluster (chat cases are forced only where the template is known)
+    assert noisy.counts["sampled_sequences"] == 3 * len(TEXTS)
+    assert noisy.counts["sampled_prompts"] == len(TEXTS)
     assert noisy.metrics["kl_mean"].low <= noisy.metrics["kl_mean"].value <= noisy.metrics["kl_mean"].high
     assert "greedy_diverged" in noisy.metrics
     for name in ("delta_p_rms", "ln_ppl_ratio", "forced_kl_topk_lower", "sampled_kl_k1_mean"):

@@ -188,6 +188,9 @@ class Aligned:
     same_top: np.ndarray
     misaligned: int  # positions present on one side that could not be paired
     compared: int
+    #: each compared position's (character offset from ``start_offset``, token): where in the text it sits, so two
+    #: paths over the same text can be matched position by position
+    keys: list[tuple[int, str]] = field(default_factory=list)
 
 
 def _first_top(top: dict[str, float]) -> str | None:
@@ -229,7 +232,8 @@ def align_tracks(ref: TokenTrack, cand: TokenTrack, *, start_offset: int = 0, in
     return Aligned(ref=TopK(r_ids, r_lp), cand=TopK(c_ids, c_lp),
                    ref_token_lp=np.array([p.logprob for p, _ in pairs], dtype=np.float64),
                    cand_token_lp=np.array([q.logprob for _, q in pairs], dtype=np.float64),
-                   same_top=same, misaligned=misaligned, compared=n)
+                   same_top=same, misaligned=misaligned, compared=n,
+                   keys=[(p.offset - start_offset, p.token) for p, _ in pairs])
 
 
 def common_prefix(ref: TokenTrack, cand: TokenTrack) -> int:

@@ -73,11 +73,12 @@ from verifier.run.summary import EndpointSuiteResult, InputProblem
 DATA = SUITES_DIR / "logprob" / "logprob-core.jsonl"
 BUILTIN_SUITES = {
     "logprob-core": "24 short prompts (plain text, chat, tool-call conversations): teacher-forced + decode-path KL",
-    "logprob-smoke": "7 of them, for a quick check",
+    "logprob-smoke": "12 of them, for a quick check",
 }
 EXACT_KS = (5, 10, 20)
-# continuations sampled from the reference per case (run option kl_samples=N): 3 gives logprob-smoke's 7 cases
-# 21 sequences, above the 20 the KL interval needs (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
+# continuations sampled from the reference per case (run option kl_samples=N): 3 gives logprob-smoke's 12 cases
+# 36 sequences; the KL interval's clusters are the 12 prompts (a case's samples share it), above the 10 it needs
+# (verifier.kinds.logprob.cluster_ci.MIN_CLUSTERS)
 KL_SAMPLES = 3
 
 

@@ -71,7 +71,11 @@ class PathData:
     cand_lp: list[np.ndarray] = field(default_factory=list)
     same: list[np.ndarray] = field(default_factory=list)
     seq: list[np.ndarray] = field(default_factory=list)
+    prompt: list[np.ndarray] = field(default_factory=list)  # the interval's cluster: the case the sequence is of
     case_ids: list[str] = field(default_factory=list)  # the case (or case/sample) of each entry of the lists
+    prompts: dict[str, int] = field(default_factory=dict)  # case id -> cluster label
+    #: per entry, each position's (offset in the continuation, token) where the path knows it (top-k paths), else None
+    keys: list[list[tuple[int, str]] | None] = field(default_factory=list)
     methods: Counter = field(default_factory=Counter)
     misaligned: int = 0
     cases: int = 0
@@ -82,7 +86,10 @@ class PathData:
     topk_lower: dict[int, list[np.ndarray]] = field(default_factory=dict)
 
     def add(self, case: str, method: str, kl: np.ndarray, ref_lp: np.ndarray, cand_lp: np.ndarray, same: np.ndarray,
-            lower: np.ndarray | None = None, tail: np.ndarray | None = None) -> None:
+            lower: np.ndarray | None = None, tail: np.ndarray | None = None, prompt: str | None = None,
+            keys: list[tuple[int, str]] | None = None) -> None:
+        """One sequence's positions. ``prompt``: the case it belongs to (default ``case``): the sequences sampled from
+        one prompt share it, so they are one cluster of the intervals, and prompts are the independent units."""
         if kl.size == 0:
             return
         self.kl.append(kl)
@@ -92,13 +99,19 @@ class PathData:
         self.cand_lp.append(cand_lp)
         self.same.append(same.astype(float))
         self.seq.append(np.full(kl.size, self.cases))
+        self.prompt.append(np.full(kl.size, self.prompts.setdefault(prompt or case, len(self.prompts))))
         self.case_ids.append(case)
+        self.keys.append(keys)
         self.methods[method] += 1
         self.cases += 1
 
     def cat(self, name: str) -> np.ndarray:
         parts = getattr(self, name)
         return np.concatenate(parts) if parts else np.zeros(0)
+
+    def position_keys(self) -> list[list[tuple[int, str]] | None]:
+        """``keys`` per entry, None where unknown (also for entries a caller appended without keys)."""
+        return self.keys + [None] * (len(self.case_ids) - len(self.keys))
 
     @property
     def unbiased(self) -> bool:
@@ -110,7 +123,7 @@ class PathData:
         return kl_statistics(self.cat("kl"), self.cat("seq"), ref_token_logprob=self.cat("ref_lp"),
                              cand_token_logprob=self.cat("cand_lp"), same_top=self.cat("same"),
                              kl_lower=self.cat("lower"), tail_mass=self.cat("tail"), topk=not self.unbiased,
-                             method=method)
+                             method=method, clusters=self.cat("prompt"))
 
 
 def _forced_pair(ref: ExchangeRecord, cand: ExchangeRecord,
@@ -133,7 +146,8 @@ def _topk_path(data: PathData, case: str, method: str, ref: TokenTrack, cand: To
     if al.compared == 0:
         return
     est = topk_kl(al.ref, al.cand)
-    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower, est.ref_tail)
+    data.add(case, method, est.kl, al.ref_token_lp, al.cand_token_lp, al.same_top, est.lower, est.ref_tail,
+             keys=al.keys)
 
 
 def _forced(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str, ep: str,
@@ -216,7 +230,8 @@ def _as_reference_token(cand: Position, ref: Position) -> Position:
 
 def _sampled_exact(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[str], ref_ep: str,
                    ep: str, prefix: str = "exact_" + SAMPLE_PREFIX, whole: bool = False) -> PathData:
-    """Exact KL along the reference's sampled continuations (engines with full distributions): one sequence each.
+    """Exact KL along the reference's sampled continuations (engines with full distributions): one sequence each,
+    the sequences of one case one cluster.
 
     ``prefix`` picks the records: ``exact_sample<j>`` (teacher-forced through prefill), ``decode_exact_sample<j>``
     (through the decode step), or with ``whole`` the one variant named so: ``decode_exact`` (the greedy continuation
@@ -234,7 +249,8 @@ def _sampled_exact(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: l
             x = rec.extra
             if "kl" in x:
                 data.add(cid if whole else f"{cid}/{variant}", "exact", np.asarray(x["kl"]),
-                         np.asarray(x["ref_token_lp"]), np.asarray(x["cand_token_lp"]), np.asarray(x["same_top"]))
+                         np.asarray(x["ref_token_lp"]), np.asarray(x["cand_token_lp"]), np.asarray(x["same_top"]),
+                         prompt=cid)
     return data
 
 
@@ -242,7 +258,8 @@ def _sampled(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[st
              ep: str) -> PathData:
     """Sampled-token KL: continuations sampled from the reference (temperature 1), forced on both endpoints.
 
-    Each sample is its own sequence (the interval's cluster); k3 is the headline term, k1 kept beside it.
+    Each sample is its own sequence; the samples of one case are one cluster of the interval (they share the
+    prompt); k3 is the headline term, k1 kept beside it.
     """
     data = PathData()
     for cid in case_ids:
@@ -266,7 +283,8 @@ def _sampled(recs: dict[tuple[str, str, str], ExchangeRecord], case_ids: list[st
             if al.compared == 0:
                 continue
             est = sampled_kl(al.ref_token_lp, al.cand_token_lp)
-            data.add(f"{cid}/{variant}", "sampled_k3", est.k3, al.ref_token_lp, al.cand_token_lp, al.same_top)
+            data.add(f"{cid}/{variant}", "sampled_k3", est.k3, al.ref_token_lp, al.cand_token_lp, al.same_top,
+                     prompt=cid)
             data.k1.append(est.k1)
     return data
 
@@ -359,10 +377,11 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
                 metric = "kl_k3_mean"
             res.metrics[prefix + metric] = iv
         if path == "sampled":
-            res.metrics[prefix + "kl_k1_mean"] = cluster_mean_interval(data.cat("k1"), data.cat("seq"),
+            res.metrics[prefix + "kl_k1_mean"] = cluster_mean_interval(data.cat("k1"), data.cat("prompt"),
                                                                        method_prefix="sampled_k1_")
         res.counts[f"{path}_positions"] = st.n_positions
         res.counts[f"{path}_sequences"] = st.n_sequences
+        res.counts[f"{path}_prompts"] = st.n_clusters or 0  # the intervals' clusters: the verdict's units
         res.counts[f"{path}_misaligned"] = data.misaligned
         res.series.append(kl_cdf_series(data.cat("kl"), f"KL CDF ({path}: {','.join(sorted(data.methods))}"
                                         + (", top-k estimate" if not data.unbiased else "") + ")"))
@@ -383,6 +402,8 @@ def _path_metrics(res: EndpointSuiteResult, have: dict[str, PathData]) -> None:
         res.extra["kl_computation"] = "decode" if source in DECODE_SOURCES else "prefill"
     # kl_topk_lower / kl_tail_mass: the decode path's when measured, else the forced top-k path's
     topk_path = next((p for p in ("decode", "forced") if p in have and not have[p].unbiased), None)
+    if topk_path is not None:
+        res.extra["kl_topk_path"] = topk_path
     if topk_path is not None and topk_path != headline:
         for name in ("kl_topk_lower", "kl_tail_mass"):
             if f"{topk_path}_{name}" in res.metrics:
@@ -427,17 +448,34 @@ def decode_vs_forced(decode: PathData, forced: PathData) -> tuple[float, float, 
     """(decode lower-bound mean, forced KL mean, positions) over the positions both paths measured on the same text.
 
     The decode path covers the start of the reference's greedy continuation (common prefix + first divergence);
-    the forced path is teacher-forced on that whole continuation: its first positions are the same contexts.
+    the forced path is teacher-forced on that whole continuation: its first positions are the same contexts, as long
+    as the forced text tokenizes back into the tokens generated. It need not: a generated partial UTF-8 byte, or a
+    merge BPE would not produce, comes back as other tokens, and every forced position after it conditions on other
+    tokens. Where both paths know each position's (offset, token) (top-k paths), positions are matched by it and
+    the comparison stops at the first generated position the forced text does not reproduce; where the forced path
+    does not (exact KL records carry no tokens), positions are compared by index, as before.
     """
-    f_by_case = dict(zip(forced.case_ids, forced.kl))
+    f_by_case = dict(zip(forced.case_ids, zip(forced.kl, forced.position_keys())))
     low_sum = kl_sum = 0.0
     n = 0
-    for cid, low in zip(decode.case_ids, decode.lower):
-        f = f_by_case.get(cid)
-        if f is None or f.size < low.size:
+    for cid, low, d_keys in zip(decode.case_ids, decode.lower, decode.position_keys()):
+        if cid not in f_by_case:
             continue
+        f, f_keys = f_by_case[cid]
+        if d_keys is not None and f_keys is not None:
+            at = {k: i for i, k in enumerate(f_keys)}
+            idx: list[int] = []
+            for k in d_keys:
+                if k not in at:
+                    break
+                idx.append(at[k])
+            low, f = low[:len(idx)], f[idx]
+        elif f.size < low.size:
+            continue
+        else:
+            f = f[:low.size]
         low_sum += float(low.sum())
-        kl_sum += float(f[:low.size].sum())
+        kl_sum += float(f.sum())
         n += int(low.size)
     return (low_sum / n, kl_sum / n, n) if n else None
 
