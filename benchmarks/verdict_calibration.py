@@ -187,15 +187,21 @@ def main() -> None:
     ap.add_argument("--save", type=Path, help="JSON lines of finished pieces: appended, and skipped when rerun")
     ap.add_argument("--deadline", help="HH:MM UTC: start no new piece after it (the table covers what finished)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --save, simulate nothing")
+    ap.add_argument("--extra", nargs="*", default=[], metavar="METRIC:SHARE@N",
+                    help="extra rows at one size, e.g. trigger_f1:0.5@2000 (a larger reference repeat share)")
+    ap.add_argument("--extra-sims", type=int, default=200, help="simulations per cell of the --extra rows")
     a = ap.parse_args()
-    for m in a.metrics:
+    extras = [(spec, int(n)) for spec, _, n in (e.partition("@") for e in a.extra)]
+    for m in [*a.metrics, *(spec for spec, _ in extras)]:
         if _spec(m)[0] not in METRICS:
-            ap.error(f"--metrics: unknown headline {m!r} (known: {', '.join(METRICS)})")
+            ap.error(f"--metrics/--extra: unknown headline {m!r} (known: {', '.join(METRICS)})")
     done = _load(a.save)
     stop = _deadline(a.deadline)
-    rounds = -(-a.sims // a.chunk)
-    jobs = [(m, n, c, k, min(a.chunk, a.sims - k * a.chunk)) for k in range(rounds)
-            for n in a.sizes for m in a.metrics for c in a.conditions]
+    rounds = -(-max(a.sims, a.extra_sims if extras else 0) // a.chunk)
+    jobs = [(m, n, c, k, min(a.chunk, sims - k * a.chunk)) for k in range(rounds)
+            for m, n, sims in [(m, n, a.sims) for n in a.sizes for m in a.metrics]
+            + [(m, n, a.extra_sims) for m, n in extras]
+            for c in a.conditions if sims - k * a.chunk > 0]
     todo = [j for j in jobs if j not in done]
     t0, cpu = time.time(), 0.0
     if todo and not a.table_only:
@@ -222,7 +228,10 @@ def main() -> None:
         print(f"{len(todo) - left} pieces run in {time.time() - t0:.0f} s wall, {cpu:.0f} s CPU in workers; "
               f"{left} not started (deadline)" if left else
               f"{len(todo)} pieces run in {time.time() - t0:.0f} s wall, {cpu:.0f} s CPU in workers")
-    print(table({k: v for k, v in done.items() if k in set(jobs)}, a.metrics, a.sizes))
+    mine = {k: v for k, v in done.items() if k in set(jobs)}
+    print(table(mine, a.metrics, a.sizes))
+    for m, n in extras:
+        print(next(line for line in table(mine, [m], [n]).splitlines() if line.startswith(f"| {m} |")))
 
 
 if __name__ == "__main__":
