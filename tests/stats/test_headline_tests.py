@@ -56,3 +56,16 @@ def test_stratified_weights_keep_each_stratum_size() -> None:
     w = ht.stratified_cluster_weights(strata, 300, seed=1)
     assert w.shape == (300, 7)
     assert np.all(w[:, strata == 1].sum(1) == 3) and np.all(w[:, strata == 0].sum(1) == 4)
+
+
+def test_stratified_weights_are_kept_read_only_and_equal_a_fresh_draw() -> None:
+    """The weights are a pure function of (strata, n_boot, seed): kept ones are the same matrix a fresh draw gives,
+    and read-only, so a caller cannot change what the next caller gets."""
+    strata = np.array([0, 1] * 50)
+    a = ht.stratified_cluster_weights(strata, 200, seed=3)
+    assert ht.stratified_cluster_weights(strata, 200, seed=3) is a and not a.flags.writeable
+    ht._WEIGHTS.clear()
+    assert np.array_equal(ht.stratified_cluster_weights(strata, 200, seed=3), a)
+    assert not np.array_equal(ht.stratified_cluster_weights(strata, 200, seed=4), a)
+    one = ht.stratified_cluster_weights(np.zeros(40), 100, seed=0)  # one stratum: every replicate draws 40
+    assert one.shape == (100, 40) and np.all(one.sum(1) == 40)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -136,18 +137,43 @@ def hull_interval(boot: np.ndarray, score: LevelInterval,
     return min(lows), max(highs)
 
 
+#: Recently built weight matrices, by (strata, n_boot, seed): the scoring bootstraps several headlines of one suite
+#: (and every candidate) on the same cases with the same seed, so the same matrix is asked for again and again.
+_WEIGHTS: OrderedDict[tuple[bytes, str, int, int], np.ndarray] = OrderedDict()
+_WEIGHTS_KEPT = 4
+
+
 def stratified_cluster_weights(strata: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """Cluster bootstrap as weights (n_boot x G: how often each cluster is drawn), whole clusters resampled with
     replacement *within* each stratum, so the number of clusters of each stratum (e.g. cases the reference
-    answered twice) is the same in every replicate. Replicate sums of per-cluster totals are ``weights @ totals``."""
+    answered twice) is the same in every replicate. Replicate sums of per-cluster totals are ``weights @ totals``.
+
+    A pure function of its arguments, so the last few results are kept (read-only) and returned again.
+    """
     strata = np.asarray(strata)
+    key = (strata.tobytes(), strata.dtype.str, n_boot, seed)
+    hit = _WEIGHTS.get(key)
+    if hit is not None:
+        _WEIGHTS.move_to_end(key)
+        return hit
     rng = np.random.default_rng(seed)
-    weights = np.zeros((n_boot, strata.size))
-    for s in np.unique(strata):
+    groups = np.unique(strata)
+    weights = np.zeros((n_boot, strata.size)) if groups.size != 1 else None
+    for s in groups:
         members = np.flatnonzero(strata == s)
         k = members.size
-        draws = rng.integers(0, k, size=(n_boot, k)) + (np.arange(n_boot) * k)[:, None]
-        weights[:, members] = np.bincount(draws.ravel(), minlength=n_boot * k).reshape(n_boot, k)
+        draws = rng.integers(0, k, size=(n_boot, k))
+        draws += (np.arange(n_boot) * k)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=n_boot * k).reshape(n_boot, k)
+        if weights is None:  # one stratum: the counts are the whole matrix
+            weights = counts.astype(np.float64)
+        else:
+            weights[:, members] = counts
+    assert weights is not None
+    weights.setflags(write=False)
+    _WEIGHTS[key] = weights
+    while len(_WEIGHTS) > _WEIGHTS_KEPT:
+        _WEIGHTS.popitem(last=False)
     return weights
 
 

@@ -95,15 +95,11 @@ def check_call(name: str | None, raw_arguments: str, tools: dict[str, Any]) -> C
     if not isinstance(c.arguments, dict):
         c.status, c.error = "schema_violation", f"arguments are JSON {type(c.arguments).__name__}, not an object"
         return c
-    try:
-        errors = list(tool_schemas.validator(tools[name], FORMAT_CHECKER).iter_errors(c.arguments))
-    except Exception as exc:  # noqa: BLE001 - e.g. an unresolvable $ref: the schema cannot be applied
-        c.status, c.error = "tool_schema_invalid", f"tool {name!r}: schema cannot be applied: {exc}"[:300]
-        return c
-    err = next(iter(sorted(errors, key=lambda e: list(e.path))), None)
-    if err is not None:
-        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-        c.status, c.error = "schema_violation", f"{where}: {err.message}"[:300]
+    j = tool_schemas.first_error(tools[name], c.arguments, text, FORMAT_CHECKER)  # memoised by the text
+    if j.failure is not None:  # e.g. an unresolvable $ref: the schema cannot be applied
+        c.status, c.error = "tool_schema_invalid", f"tool {name!r}: schema cannot be applied: {j.failure}"[:300]
+    elif j.message is not None:
+        c.status, c.error = "schema_violation", f"{j.where}: {j.message}"[:300]
     return c
 
 

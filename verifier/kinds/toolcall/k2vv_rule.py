@@ -47,8 +47,6 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from jsonschema.exceptions import best_match
-
 from verifier.kinds.toolcall import tool_schemas
 from verifier.records import ExchangeRecord, ToolCall
 
@@ -87,17 +85,17 @@ def call_valid(name: str | None, arguments: Any, tools: Any) -> bool:
     schema = _offered_parameters(tools, name)
     if schema is _NOT_FOUND or not schema:
         return False
-    if isinstance(arguments, str):
+    text = arguments if isinstance(arguments, str) else None
+    if text is not None:
         try:
-            arguments = json.loads(arguments)
+            arguments = json.loads(text)
         except Exception:  # noqa: BLE001 - not JSON (or nested past the parser's depth): invalid
             return False
     if tool_schemas.schema_problem(schema) is not None:
         return False
-    try:
-        return best_match(tool_schemas.validator(schema).iter_errors(arguments)) is None
-    except Exception:  # noqa: BLE001 - e.g. an unresolvable $ref: K2VV counts any failure as invalid
-        return False
+    # valid when the validator finds no error (K2VV: best_match(...) is None); any failure of the validator itself
+    # (e.g. an unresolvable $ref) counts as invalid, as in K2VV. Memoised by the argument text.
+    return tool_schemas.first_error(schema, arguments, text).valid
 
 
 def reply_valid(calls: Iterable[ToolCall], tools: Any) -> bool:
