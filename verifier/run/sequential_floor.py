@@ -18,12 +18,13 @@ ignores its uncertainty); sharper ones (a joint betting test on the difference) 
 
 Levels, as :mod:`verifier.run.sequential` spends them for the other headlines:
 
-* ``differs``: the difference's interval outside ``+-margin``, each of its four one-sided bounds at
-  ``alpha / (4 k)`` (so the two-sided interval is at ``alpha / k``: Bonferroni across the endpoint's ``k``
-  headlines). Never when the run has no reference repeats: the floor is then taken as 1, and a shortfall from a
-  perfect 1 is no evidence of a different model (the fixed-n verdict's ``can_be_outside``).
-* ``consistent``: ``low_c - high_f > -margin`` and ``high_c - low_f < margin``, each bound at ``alpha / 2``
-  (each side of the equivalence test at ``alpha``, an intersection-union test as for the other headlines).
+* ``differs``: the difference's interval outside ``+-margin``, each side of it at ``alpha / (2 k)`` (so the
+  two-sided interval is at ``alpha / k``: Bonferroni across the endpoint's ``k`` headlines), a side's level split
+  between the floor's bound (:data:`FLOOR_SHARE`, 3/4) and the candidate's (1/4). Never when the run has no
+  reference repeats: the floor is then taken as 1, and a shortfall from a perfect 1 is no evidence of a different
+  model (the fixed-n verdict's ``can_be_outside``).
+* ``consistent``: ``low_c - high_f > -margin`` and ``high_c - low_f < margin``, each side at ``alpha`` split the
+  same way (the two sides of the equivalence test, an intersection-union test as for the other headlines).
 * units: the fewer of the candidate's cases and the floor's repeated cases (the fixed-n verdict's
   ``independent_units``); below the verdict policy's minimum the headline stays ``open``.
 
@@ -35,7 +36,6 @@ per call when a case has one call a side, as schema accuracy in :mod:`verifier.k
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 #: Metrics judged against the reference's floor (both in the sequential set since issue 40's follow-up).
 FLOOR_METRICS: tuple[str, ...] = ("trigger_f1", "argument_agreement")
+#: Share of each one-sided level spent on the floor's bound (the rest on the candidate's): fixed in advance, and
+#: most of it to the floor, which has a tenth of the cases (its bound is the wide one; the candidate's barely
+#: moves when its level shrinks fourfold).
+FLOOR_SHARE = 0.75
 
 
 @dataclass
@@ -108,11 +112,12 @@ def judge_floor_headline(h: FloorHeadlineUnits, policy: SequentialPolicy, k: int
     if not usable.any():
         return SequentialHeadline(metric=h.metric, status="open", units=int(units[-1]) if len(units) else 0,
                                   margin=margin)
-    cuts = np.array([math.log(4 * max(1, k) / policy.alpha), math.log(2 / policy.alpha)])  # differs, consistent
-    low_c, high_c = _bounds(h.candidate, n_c, cuts)
+    levels = np.array([policy.alpha / (2 * max(1, k)), policy.alpha])  # per side: differs, consistent
     if h.floor is not None and n_f is not None:
-        low_f, high_f = _bounds(h.floor, n_f, cuts)
-    else:
+        low_c, high_c = _bounds(h.candidate, n_c, np.log(1 / ((1 - FLOOR_SHARE) * levels)))
+        low_f, high_f = _bounds(h.floor, n_f, np.log(1 / (FLOOR_SHARE * levels)))
+    else:  # no repeats: the floor is 1, exactly, and the candidate's bounds get the whole level
+        low_c, high_c = _bounds(h.candidate, n_c, np.log(1 / levels))
         low_f = high_f = np.ones_like(low_c)
     low, high = low_c - high_f, high_c - low_f  # (2 levels, looks)
     differs = usable & ((low[0] > margin) | (high[0] < -margin)) & (h.floor is not None)
