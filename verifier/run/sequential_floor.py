@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from verifier.run.summary import SequentialHeadline
-from verifier.stats.ratio_cs import counts_at, ratio_bounds, running
+from verifier.stats.ratio_cs import counts_at, ratio_bounds, running, stack
 
 if TYPE_CHECKING:
     from verifier.run.sequential import SequentialPolicy
@@ -82,9 +82,10 @@ class FloorHeadlineUnits:
         return self.candidate.positions
 
 
-def _bounds(u: RatioUnits, n_at: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    A, B, C = counts_at(u.num, u.den, n_at)
-    return running(*ratio_bounds(A, B, C, cuts))
+def _bounds(sides: list[tuple[RatioUnits, np.ndarray]], cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Running bounds (levels x quantities x looks) of each quantity's ratio, each at ``n_at`` units per look, in
+    one stacked pass; ``cuts`` (levels x quantities) are log(1 / level)."""
+    return running(*ratio_bounds(*stack([counts_at(u.num, u.den, n_at) for u, n_at in sides]), cuts))
 
 
 def _ratio(u: RatioUnits, n: int) -> float | None:
@@ -114,10 +115,12 @@ def judge_floor_headline(h: FloorHeadlineUnits, policy: SequentialPolicy, k: int
                                   margin=margin)
     levels = np.array([policy.alpha / (2 * max(1, k)), policy.alpha])  # per side: differs, consistent
     if h.floor is not None and n_f is not None:
-        low_c, high_c = _bounds(h.candidate, n_c, np.log(1 / ((1 - FLOOR_SHARE) * levels)))
-        low_f, high_f = _bounds(h.floor, n_f, np.log(1 / (FLOOR_SHARE * levels)))
+        share = np.array([1 - FLOOR_SHARE, FLOOR_SHARE])
+        low, high = _bounds([(h.candidate, n_c), (h.floor, n_f)], np.log(1 / (levels[:, None] * share)))
+        (low_c, low_f), (high_c, high_f) = low.transpose(1, 0, 2), high.transpose(1, 0, 2)
     else:  # no repeats: the floor is 1, exactly, and the candidate's bounds get the whole level
-        low_c, high_c = _bounds(h.candidate, n_c, np.log(1 / levels))
+        low, high = _bounds([(h.candidate, n_c)], np.log(1 / levels)[:, None])
+        low_c, high_c = low[:, 0], high[:, 0]
         low_f = high_f = np.ones_like(low_c)
     low, high = low_c - high_f, high_c - low_f  # (2 levels, looks)
     differs = usable & ((low[0] > margin) | (high[0] < -margin)) & (h.floor is not None)

@@ -44,47 +44,54 @@ def counts_at(a: np.ndarray, b: np.ndarray, n_at: np.ndarray) -> tuple[np.ndarra
 def log_capital(A: np.ndarray, B: np.ndarray, C: np.ndarray, r: np.ndarray, side: int) -> np.ndarray:
     """Grid-averaged log capital against "R <= r" (``side=+1``) or "R >= r" (``side=-1``), per look.
 
-    ``C`` (looks x distinct) from :func:`counts_at`; ``r`` has the looks' shape, or a leading extra axis
-    (several ``r`` per look)."""
-    r = np.asarray(r, dtype=float)[..., None, None]  # (..., L, 1, 1)
+    ``A``, ``B`` (distinct) and ``C`` (looks x distinct) from :func:`counts_at`, or stacked for ``Q`` quantities
+    (``A``, ``B``: Q x distinct, zero-padded; ``C``: Q x looks x distinct); ``r`` has ``C``'s shape without the
+    last axis, with any leading axes (several ``r`` per look)."""
+    r = np.asarray(r, dtype=float)[..., None, None]  # (..., [Q,] L, 1, 1)
+    a, b = A[..., None, None, :], B[..., None, None, :]  # ([Q,] 1, 1, U)
     g = BET_GRID[:, None]  # (G, 1)
     if side > 0:
-        z = A / np.maximum(r, _EPS) - B  # (..., L, 1, U)
-        logf = np.log1p(g * z)
+        logf = np.log1p(g * (a / np.maximum(r, _EPS) - b))  # (..., [Q,] L, G, U)
     else:
-        z = (A - r * B) / np.maximum(1.0 - r, _EPS)
-        logf = np.log1p(-g * z)
-    logs = np.sum(C[:, None, :] * logf, axis=-1)  # (..., L, G)
+        logf = np.log1p(-g * (a - r * b) / np.maximum(1.0 - r, _EPS))
+    logs = np.sum(C[..., None, :] * logf, axis=-1)  # (..., [Q,] L, G)
     peak = logs.max(axis=-1, keepdims=True)
     return (peak + np.log(np.mean(np.exp(logs - peak), axis=-1, keepdims=True)))[..., 0]
 
 
 def ratio_bounds(A: np.ndarray, B: np.ndarray, C: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper bounds of ``R`` per cut (a log threshold, ``log(1 / level)``) and look: arrays (cuts x looks).
+    """Lower and upper bounds of ``R`` per cut (a log threshold, ``log(1 / level)``) and look: arrays (cuts x looks),
+    or (cuts x Q x looks) for stacked quantities (``cuts``: K, or K x Q).
 
     A bound is the last ``r`` rejected at its cut (0 or 1 when none is), so it errs outwards. Looks without a
     case (no ``b`` at all) give ``[0, 1]``. Not intersected over looks: :func:`running` does that.
     """
-    cuts = np.asarray(cuts, dtype=float)[:, None]  # (K, 1)
-    den, num = C @ B, C @ A  # (L,)
+    den, num = np.einsum("...lu,...u->...l", C, B), np.einsum("...lu,...u->...l", C, A)  # ([Q,] L)
+    cuts = np.asarray(cuts, dtype=float)
+    cuts = cuts.reshape(cuts.shape + (1,) * (den.ndim - cuts.ndim + 1))  # (K, [Q,] 1)
     est = np.where(den > 0, num / np.maximum(den, _EPS), 0.5)
-    shape = (len(cuts), len(den))
-    # lower: r in [0, est]; capital against "R <= r" falls as r rises; est itself is never rejected
-    lo, hi = np.zeros(shape), np.broadcast_to(est, shape).copy()
+    shape = np.broadcast_shapes(cuts.shape, den.shape)
+    # lower: r in [0, est], upper: r in [est, 1]; est itself is never rejected (the capital cannot grow there)
+    lo_l, hi_l = np.zeros(shape), np.broadcast_to(est, shape).copy()
+    lo_u, hi_u = np.broadcast_to(est, shape).copy(), np.ones(shape)
     for _ in range(STEPS):
-        mid = (lo + hi) / 2
-        rej = log_capital(A, B, C, mid, +1) >= cuts
-        lo, hi = np.where(rej, mid, lo), np.where(rej, hi, mid)
-    lower = lo
-    # upper: r in [est, 1]; capital against "R >= r" rises with r
-    lo, hi = np.broadcast_to(est, shape).copy(), np.ones(shape)
-    for _ in range(STEPS):
-        mid = (lo + hi) / 2
-        rej = log_capital(A, B, C, mid, -1) >= cuts
-        lo, hi = np.where(rej, lo, mid), np.where(rej, mid, hi)
-    upper = hi
+        mid_l, mid_u = (lo_l + hi_l) / 2, (lo_u + hi_u) / 2
+        rej_l = log_capital(A, B, C, mid_l, +1) >= cuts  # falls as r rises
+        rej_u = log_capital(A, B, C, mid_u, -1) >= cuts  # rises with r
+        lo_l, hi_l = np.where(rej_l, mid_l, lo_l), np.where(rej_l, hi_l, mid_l)
+        lo_u, hi_u = np.where(rej_u, lo_u, mid_u), np.where(rej_u, mid_u, hi_u)
     empty = den <= 0
-    return np.where(empty, 0.0, lower), np.where(empty, 1.0, upper)
+    return np.where(empty, 0.0, lo_l), np.where(empty, 1.0, hi_u)
+
+
+def stack(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Several :func:`counts_at` results (same looks) as one zero-padded stack, to bound them in one pass."""
+    width = max(len(a) for a, _, _ in parts)
+    A, B = np.zeros((len(parts), width)), np.zeros((len(parts), width))
+    C = np.zeros((len(parts), parts[0][2].shape[0], width))
+    for q, (a, b, c) in enumerate(parts):
+        A[q, : len(a)], B[q, : len(b)], C[q, :, : c.shape[1]] = a, b, c
+    return A, B, C
 
 
 def running(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
