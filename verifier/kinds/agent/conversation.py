@@ -84,6 +84,13 @@ class Conversation:
         self.dropped += dropped
         return dropped
 
+    def drop_oldest(self, n: int) -> None:
+        """Drop the ``n`` oldest turns (a replay repeating the trims a step recorded, ``trimmed_turns``)."""
+        for _ in range(min(n, len(self.turns))):
+            self.turns.pop(0)
+            self.turn_chars.pop(0)
+        self.dropped += n
+
     def messages(self) -> list[dict[str, Any]]:
         return self.head + [m for turn in self.turns for m in turn]
 
