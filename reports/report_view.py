@@ -63,10 +63,11 @@ DECISION_WORDS = {
 
 #: Said with the rule when the run was ``--sequential`` (docs/verdict.md, "Sequential mode").
 SEQUENTIAL_WORDS = [
-    "This run was sequential: schema accuracy and forced-call success are judged by anytime-valid tests at every "
-    "look, and their status is the sequential decision (settled after N of M cases, or open), never a fixed-n test "
-    "on the cases sent; trigger F1 and argument agreement are not in the sequential set and are fixed-n figures read "
-    "after an adaptive stop. No 'more cases' advice is given for an adaptive stop.",
+    "This run was sequential: schema accuracy, forced-call success, trigger F1 and argument agreement are judged by "
+    "anytime-valid tests at every look (trigger F1 and argument agreement against confidence sequences for both the "
+    "candidate's figure and the reference's own floor), and their status is the sequential decision (settled after "
+    "N of M cases, or open), never a fixed-n test on the cases sent. No 'more cases' advice is given for an adaptive "
+    "stop.",
 ]
 
 

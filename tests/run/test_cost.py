@@ -290,3 +290,40 @@ def test_dry_run_of_a_logprob_suite_counts_the_sampled_path_and_the_references_s
     assert (plan["endpoints"]["cand"]["requests"], plan["endpoints"]["ref"]["requests"]) == \
         (every, every + KL_SAMPLES * 4)
     assert plan["endpoints"]["ref"]["usd_high"] > plan["endpoints"]["cand"]["usd_high"] > 0
+
+
+def test_dry_run_plans_the_claims_probes_and_their_bound_holds(tmp_path, scripted_server):
+    """An endpoint stating ``response_format`` and a context length (with ``--probe-context``) gets the probes' rows
+    in the plan: 3 JSON-mode requests and 3 context requests (two sizing, one near 97 % of the stated length), with
+    usd and usd_high; the other endpoint none. Nothing is sent; then the real run's bill (the provider's own, probes
+    included) stays under the plan's usd_high."""
+    provider = BillingProvider()
+    srv = scripted_server(provider)
+    cfg, suite = _config(tmp_path, srv.base_url), _suite(tmp_path, 6)
+    cfg.write_text(cfg.read_text() + 'claims = { supported_parameters = ["response_format"], context_length = 4096 }\n')
+    common = ["--config", str(cfg), "--suite", str(suite), "--no-history", "--probe-context"]
+    res = invoke(["run", *common, "--dry-run", "--out", str(tmp_path / "plan")])
+    assert res.exit_code == 0, res.output
+    assert srv.request_count == 0
+    assert "response_format probe (claims)" in res.output and "context probe (--probe-context)" in res.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    rows = {(r["endpoint"], r["suite"]): r for r in plan["rows"]}
+    fmt, ctx = rows[("cand", "response_format probe (claims)")], rows[("cand", "context probe (--probe-context)")]
+    assert not any(e == "ref" and "probe" in s for e, s in rows)  # the reference states nothing
+    assert fmt["requests"] == 3 and ctx["requests"] == 3
+    assert fmt["completion_tokens"] == 3 * 32 and ctx["completion_tokens"] == 3
+    assert ctx["prompt_tokens"] >= int(0.97 * 4096) - 1  # the large request at its target
+    for r in (fmt, ctx):
+        assert 0 < r["usd"] < r["usd_high"]
+        assert r["usd"] == pytest.approx((r["prompt_tokens"] * PRICE["input"] + r["completion_tokens"]
+                                          * PRICE["output"]) / 1e6)
+    assert plan["endpoints"]["cand"]["requests"] == _sent(6)["cand"] + 6
+    assert plan["endpoints"]["ref"]["requests"] == _sent(6)["ref"]
+    assert plan["endpoints"]["cand"]["usd_high"] == pytest.approx(
+        sum(r["usd_high"] for r in plan["rows"] if r["endpoint"] == "cand"))
+    res = invoke(["run", *common, "--out", str(tmp_path / "run"), "-q"])
+    assert res.exit_code == 0, res.output
+    probes = sum(1 for _, path, body in srv.log if path.endswith("/chat/completions")
+                 and ("response_format" in (body or {}) or "tools" not in (body or {})))
+    assert probes == 6  # what the plan said: 3 JSON-mode requests and the 3 context requests
+    assert provider.usd <= plan["usd_high"]

@@ -41,26 +41,34 @@ def test_sequential_run_stops_each_candidate_early_and_resume_is_exact(tmp_path,
     res = CliRunner().invoke(app, [
         "run", "--reference", f"ref={ref.base_url}", "--endpoint", f"twin={twin.base_url}", "--endpoint",
         f"bad={bad.base_url}", "--suite", str(_suite(tmp_path, 300)), "--out", str(out), "--no-history", "-q",
-        "--sequential", "--look-every", "50", "--seed", "4"], catch_exceptions=False)
+        "--sequential", "--look-every", "50", "--seed", "4", "--reference-repeat-share", "1"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "SEQUENTIAL weather / bad: settled after 50 of 300 cases: schema_accuracy differs" in res.output
     summary = RunSummary.read(out)
     seq = {r.endpoint: r for r in summary.sequential}
-    assert seq["bad"].settled and seq["bad"].cases == 50  # half its calls invalid: differs at the first look
-    assert {h.metric: h.status for h in seq["bad"].headlines} == {"schema_accuracy": "differs",
-                                                                    "forced_call_success": "differs"}
+    # every case answered twice by the reference (share 1), so trigger F1 and argument agreement, judged against its
+    # floor, can settle inside the 300-case suite (with the default 10 % their 30 floor cases come too late)
+    heads = {h.metric: h for h in seq["bad"].headlines}
+    assert {m: h.status for m, h in heads.items()} == {"schema_accuracy": "differs", "forced_call_success": "differs",
+                                                    "trigger_f1": "consistent", "argument_agreement": "differs"}
+    assert heads["schema_accuracy"].settled_at == 50  # half its calls invalid: differs at the first look
+    assert heads["argument_agreement"].settled_at == 50  # half its arguments changed, the floor at 1
+    assert seq["bad"].settled and seq["bad"].cases == heads["trigger_f1"].settled_at < 300  # the last one to settle
+    assert f"SEQUENTIAL weather / bad: settled after {seq['bad'].cases} of 300 cases: schema_accuracy differs" in \
+        res.output
     assert seq["twin"].settled and seq["twin"].cases < 300
-    assert {h.status for h in seq["twin"].headlines} == {"consistent"}
+    assert {h.metric: h.status for h in seq["twin"].headlines} == dict.fromkeys(heads, "consistent")
     assert summary.stopped is not None
-    cases = {"twin": seq["twin"].cases, "bad": 50, "ref": seq["twin"].cases}
+    longest = max(seq["twin"].cases, seq["bad"].cases)
+    cases = {"twin": seq["twin"].cases, "bad": seq["bad"].cases, "ref": longest}
     assert summary.stopped.model_dump(exclude_defaults=True) == {"reason": "settled", "cases": cases,
                                                                   "of": {"weather": 300}, "open": []}
     recs = _records(out)
     order = RunManifest.load(out).settings["sequential"]["order"]["weather"]
     assert sorted(order) == [f"w{i:03d}" for i in range(300)] and order != sorted(order)  # seeded shuffle
     cases = _cases(recs)
-    assert cases["bad"] == set(order[:50]) and cases["twin"] == set(order[: seq["twin"].cases])
-    assert cases["ref"] == set(order[: seq["twin"].cases])  # the reference answered what a candidate still needed
+    assert cases["bad"] == set(order[: seq["bad"].cases]) and cases["twin"] == set(order[: seq["twin"].cases])
+    assert cases["ref"] == set(order[:longest])  # the reference answered what a candidate still needed
+    assert sum(1 for r in recs if r.endpoint == "ref" and "reference_repeat_of" in r.extra) == longest
     assert "order" not in summary.settings["sequential"]  # the order lives in the manifest only
 
     # kill mid-run: keep only the first 70 record lines, then --resume

@@ -25,7 +25,7 @@ def cost_plan_tables(plan: CostPlan) -> list[Table]:
             expected = "" if r.expected_requests == r.requests else f" (expected {r.expected_requests:.0f})"
             table.add_row(escape(r.suite), f"{r.requests}{expected}", f"{r.prompt_tokens:,.0f}",
                           f"{r.completion_tokens:,.0f}", _usd(r.usd), _usd(r.usd_high))
-        table.add_row("all suites", str(ep.requests), "", "", _usd(ep.usd if ep.priced else None),
+        table.add_row("total", str(ep.requests), "", "", _usd(ep.usd if ep.priced else None),
                       _usd(ep.usd_high if ep.priced else None), end_section=True)
         tables.append(table)
     return tables

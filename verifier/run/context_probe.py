@@ -23,11 +23,17 @@ log = logging.getLogger(__name__)
 
 WORD = " hello"
 FILL = 0.97  # share of the stated limit the probe aims at: near it, with room for the estimate's error
-_SMALL = (32, 96)  # words in the two sizing requests
+SIZING_WORDS = (32, 96)  # words in the two sizing requests
 
 
-def _body(words: int) -> dict:
+def probe_body(words: int) -> dict:
+    """A probe request of ``words`` words and one reply token (``--dry-run`` prices the same bodies)."""
     return {"messages": [{"role": "user", "content": (WORD * words).strip()}], "max_tokens": 1, "temperature": 0}
+
+
+def target_tokens(stated: int) -> int:
+    """The prompt size the large request aims at: just under ``FILL`` of the stated limit."""
+    return int(FILL * stated) - 1
 
 
 def _line(ex: Exchange) -> str:
@@ -37,19 +43,19 @@ def _line(ex: Exchange) -> str:
 async def probe_context(client: EndpointClient, stated: int) -> ContextProbe:
     """Size the probe from two small requests, then send one near ``stated`` tokens; never raises for the endpoint."""
     counts = []
-    for n in _SMALL:
-        ex = await client.chat(_body(n), stream=False)
+    for n in SIZING_WORDS:
+        ex = await client.chat(probe_body(n), stream=False)
         if not ex.ok or ex.usage.prompt_tokens is None:
             return ContextProbe(stated=stated, target_tokens=0, status=ex.status,
                                 error=f"sizing request failed or reported no prompt_tokens: {_line(ex)}")
         counts.append(ex.usage.prompt_tokens)
-    per_word = (counts[1] - counts[0]) / (_SMALL[1] - _SMALL[0])
-    overhead = counts[0] - per_word * _SMALL[0]
+    per_word = (counts[1] - counts[0]) / (SIZING_WORDS[1] - SIZING_WORDS[0])
+    overhead = counts[0] - per_word * SIZING_WORDS[0]
     if per_word <= 0:
         return ContextProbe(stated=stated, target_tokens=0, error="prompt_tokens did not grow with the prompt")
-    target = int(FILL * stated) - 1
+    target = target_tokens(stated)
     words = max(1, int((target - overhead) / per_word))
-    ex = await client.chat(_body(words), stream=False)
+    ex = await client.chat(probe_body(words), stream=False)
     log.info("context probe: %d words, status %s, prompt_tokens %s", words, ex.status, ex.usage.prompt_tokens)
     return ContextProbe(stated=stated, target_tokens=target, prompt_tokens=ex.usage.prompt_tokens, status=ex.status,
                         accepted=ex.ok, error=None if ex.ok else _line(ex))

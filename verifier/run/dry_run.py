@@ -7,6 +7,8 @@ name in indexed runs, else a stated default per suite kind; the request count is
 there is one. ``usd_high`` is the bound the budget ledger reserves (:mod:`verifier.http.spend`): every request
 sent (agents: every step of the step budget), every prompt at its byte bound, every reply at ``max_tokens``, each
 request billed once (a retry is billed only where the provider reports usage for it, which the bound leaves out).
+The claims probes an endpoint will be sent (``response_format``, ``--probe-context``) are rows of their own
+(:mod:`verifier.run.probe_plan`).
 
 The history is read by the caller (``verifier.cli``: ``verifier.run`` never imports the history package) and
 passed in as a lookup.
@@ -27,6 +29,8 @@ from verifier.http.client import wire_json
 from verifier.http.spend import prompt_token_bound, worst_case_usd
 from verifier.records import Price
 from verifier.run.cost import PLAN_NAME
+from verifier.run.dry_run_rows import PlanRow
+from verifier.run.probe_plan import probe_rows
 from verifier.run.progress import Progress
 from verifier.run.protocol import RunContext
 from verifier.run.request_plan import PlannedRequest
@@ -50,22 +54,6 @@ class HistoryMeans(Protocol):
 
 
 HistoryLookup = Callable[[str, str], "HistoryMeans | None"]  # (suite content hash, endpoint name)
-
-
-class PlanRow(BaseModel):
-    """One suite on one endpoint; token totals are expectations, ``usd_high`` the bound."""
-
-    endpoint: str
-    suite: str
-    kind: str
-    requests: int  # worst case: every planned request (repeats, variants, every agent step, probes)
-    expected_requests: float
-    prompt_tokens: float
-    completion_tokens: float
-    usd: float | None  # None: the endpoint has no price
-    usd_high: float | None
-    prompt_source: str
-    completion_source: str
 
 
 class EndpointPlan(BaseModel):
@@ -189,6 +177,7 @@ def dry_run(settings: RunSettings, history: HistoryLookup | None = None) -> tupl
                            if not p.reference_only or e.name == plan.endpoints.reference]
                 means = history(suite.manifest.content_hash, e.name) if history is not None else None
                 rows.append(_row(e.name, suite.manifest.name, kind.kind, planned, counter, e.price, means))
+            rows += probe_rows(e, counter, settings.probe_context)  # the claims probes it will be sent
         endpoints = {}
         for e in plan.endpoints.endpoints:
             mine = [r for r in rows if r.endpoint == e.name]

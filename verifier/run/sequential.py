@@ -13,7 +13,9 @@ run's seeded case order (so every prefix is a random sample of the suite). At ea
   intersection-union test: no correction needed, the endpoint is consistent only if every headline is);
 * ``open``: neither yet. Fewer than ``min_units`` units never settle anything.
 
-A decision is the first look where one of these happens, and it is kept: the runner stops an endpoint at the
+Trigger F1 and argument agreement are judged against the reference's own floor (its second answers to a share of
+the cases): :mod:`verifier.run.sequential_floor`, the same margins and levels on a union of two confidence
+sequences. A decision is the first look where one of these happens, and it is kept: the runner stops an endpoint at the
 first look where every headline is settled. Everything is a pure function of the ordered units and the look
 schedule, so ``--resume`` replays the same decisions and stops at the same case.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from verifier.run.sequential_floor import FloorHeadlineUnits, judge_floor_headline
 from verifier.run.summary import SequentialHeadline
 from verifier.run.verdict import VerdictPolicy
 from verifier.stats.sequential import anytime_p, betting_cs, betting_log_capital, mcnemar_mixture_e
@@ -121,15 +124,25 @@ def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Se
                               settled_at=None if at is None else int(np.asarray(looks)[usable][at]))
 
 
-def judge_endpoint(headlines: Sequence[HeadlineUnits], policy: SequentialPolicy,
+def judge_any(h: HeadlineUnits | FloorHeadlineUnits, policy: SequentialPolicy, k: int, looks: Sequence[int], *,
+              interval: bool = True) -> SequentialHeadline:
+    """A paired-difference headline here; one judged against the reference's floor in
+    :mod:`verifier.run.sequential_floor`."""
+    if isinstance(h, FloorHeadlineUnits):
+        return judge_floor_headline(h, policy, k, looks, interval=interval)
+    return judge_headline(h, policy, k, looks, interval=interval)
+
+
+def judge_endpoint(headlines: Sequence[HeadlineUnits | FloorHeadlineUnits], policy: SequentialPolicy,
                    looks: Sequence[int]) -> tuple[int | None, list[SequentialHeadline]]:
     """Each headline's decision, and the look (cases sent) at which every one was settled (None: not yet).
 
+    ``k``, the Bonferroni count of the differs level, is every headline of the endpoint, floor-judged ones included.
     An endpoint with no headline at all (nothing measurable yet) is never settled.
     """
     if not looks:
         return None, [SequentialHeadline(metric=h.metric, status="open", units=0) for h in headlines]
-    judged = [judge_headline(h, policy, len(headlines), looks) for h in headlines]
+    judged = [judge_any(h, policy, len(headlines), looks) for h in headlines]
     if not judged or any(j.settled_at is None for j in judged):
         return None, judged
     return max(j.settled_at or 0 for j in judged), judged

@@ -12,7 +12,6 @@ from pydantic import BaseModel
 
 from verifier.run.summary import RunSummary, Verdict
 from verifier.run.verdict_policy import HEADLINE_METRICS
-from verifier.run.verdict_sequential import NOT_SEQUENTIAL
 
 
 class VerdictUsage(BaseModel):
@@ -21,7 +20,7 @@ class VerdictUsage(BaseModel):
     cases: str | None = None  # "settled after 312 of 2,000 cases" (per suite when several)
     cost: str | None = None  # "$0.41 of a $2.10 plan (624 requests)"
     budget: str | None = None  # "stopped by budget after 40 requests (80 not sent)"
-    limit: str | None = None  # trigger F1 / argument agreement left unsettled by a sequential run
+    limit: str | None = None  # a headline outside the sequential set left unsettled by a sequential run
 
     @property
     def text(self) -> str:
@@ -69,12 +68,13 @@ def _budget(summary: RunSummary, endpoint: str) -> str | None:
 
 
 def _limit(summary: RunSummary, endpoint: str, verdict: Verdict | None) -> str | None:
-    """Trigger F1 and argument agreement are outside the sequential set: when a sequential run left them unsettled,
-    say so, so that nobody reads the candidate's stop as settling them."""
+    """A headline of a sequentially run suite that the sequential test did not judge (a fixed-n figure read after
+    the adaptive stop): when it is unsettled, say so, so that nobody reads the candidate's stop as settling it."""
     if verdict is None or not any(q.endpoint == endpoint for q in summary.sequential):
         return None
-    unsettled = [e for e in verdict.evidence
-                 if e.metric in NOT_SEQUENTIAL and e.status not in ("differs", "consistent")]
+    suites = {q.suite for q in summary.sequential if q.endpoint == endpoint}
+    unsettled = [e for e in verdict.evidence if e.suite in suites and e.test != "sequential (anytime-valid)"
+                 and e.metric in HEADLINE_METRICS and e.status not in ("differs", "consistent")]
     if not unsettled:
         return None
     names = list(dict.fromkeys(HEADLINE_METRICS[e.metric] for e in unsettled))

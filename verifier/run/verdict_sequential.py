@@ -4,10 +4,11 @@ Why apart from the rule: a sequential run stops a candidate when its sequential 
 sent are an adaptive sample. The fixed-n tests computed on them (``verdicts``' p-values and intervals) assume the
 size was fixed in advance and are not anytime-valid there; reading them as the answer, or advising "about N more
 cases", is the peeking docs/verdict.md warns about. So for every headline the sequential test judged
-(:mod:`verifier.run.sequential`: schema accuracy, forced-call success), the status, interval and unit come from its
-decision; the headlines outside that set (trigger F1, argument agreement) keep the fixed-n reading, marked as read
-after an adaptive stop; suites that ran in full (agent, logprob) keep theirs, marked as fixed-n figures in a
-sequential run. The rest of the rule (Holm, the fingerprint, how statuses combine) is :mod:`verifier.run.verdict`'s.
+(:mod:`verifier.run.sequential`: schema accuracy, forced-call success, and trigger F1 and argument agreement against
+the reference's floor), the status, interval and unit come from its decision; a headline of a stopped suite outside
+that set (none for tool calls today; a run whose units lack one) keeps the fixed-n reading, marked as read after an
+adaptive stop; suites that ran in full (agent, logprob) keep theirs, marked as fixed-n figures in a sequential run.
+The rest of the rule (Holm, the fingerprint, how statuses combine) is :mod:`verifier.run.verdict`'s.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from verifier.records import Interval
+from verifier.run.sequential_floor import FLOOR_METRICS
 from verifier.run.summary import MetricEvidence, SequentialHeadline, SequentialResult
 
 #: The sequential decision's word -> the verdict's status for a headline.
 STATUS = {"differs": "differs", "consistent": "consistent", "open": "inconclusive"}
-#: Headlines judged against the reference's own repeat floor: not in the sequential set (docs/verdict.md).
-NOT_SEQUENTIAL = ("trigger_f1", "argument_agreement")
 
 
 def decision_text(h: SequentialHeadline, q: SequentialResult) -> str:
@@ -39,12 +39,16 @@ def _sequential_evidence(e: MetricEvidence | None, h: SequentialHeadline, q: Seq
         ci = "" if d.low is None or d.high is None else f" [{d.low:+.4f}, {d.high:+.4f}]"
         fixed = (f"; the fixed-n figure on the cases sent, {d.value:+.4f}{ci} over {d.n} {e.unit or 'units'}, is not "
                  f"anytime-valid after the adaptive stop and is not used")
+    floor = h.metric in FLOOR_METRICS
     seq = MetricEvidence(
         metric=h.metric, suite=q.suite, value=None if e is None else e.value,
         difference=Interval(value=h.estimate, low=h.low, high=h.high, n=h.units,
-                            method="betting confidence sequence (anytime-valid)"),
-        basis="sequential test: mean per-case paired difference, candidate minus reference (docs/verdict.md, "
-              "'Sequential mode')",
+                            method="union of two betting confidence sequences, candidate and floor (anytime-valid)"
+                            if floor else "betting confidence sequence (anytime-valid)"),
+        basis=("sequential test: the candidate's figure against the reference's first answers minus the reference's "
+               "own floor (its second answers against its first), per case" if floor else
+               "sequential test: mean per-case paired difference, candidate minus reference") +
+              " (docs/verdict.md, 'Sequential mode')",
         test="sequential (anytime-valid)", p_value=h.p_value, margin=h.margin if h.margin is not None else
         (None if e is None else e.margin), unit="cases", independent_units=h.units,
         min_units=None if e is None else e.min_units, material=False if e is None else e.material,
@@ -60,18 +64,12 @@ def _mark_fixed_n(e: MetricEvidence, q: SequentialResult | None) -> None:
     if q is not None:
         stop = f"after {q.cases:,} of {q.of:,} cases" if q.cases < q.of else f"at the suite's end ({q.of:,} cases)"
         note = (f"read after an adaptive stop (the sequential test stopped this suite {stop}): a fixed-n figure on "
-                f"the cases sent, not anytime-valid; {_not_in_set(e.metric)}")
+                f"the cases sent, not anytime-valid; this headline is not in the sequential set")
         e.cases_to_settle = None  # "N more cases" on an adaptive sample is peeking
     else:
         note = ("a fixed-n figure in a sequential run: this suite ran in full, so it holds at its size, but it is "
                 "not anytime-valid")
     e.reason = f"{e.reason}; {note}" if e.reason else note
-
-
-def _not_in_set(metric: str) -> str:
-    if metric in NOT_SEQUENTIAL:
-        return "trigger F1 and argument agreement are not in the sequential set"
-    return "this headline is not in the sequential set"
 
 
 def apply_sequential(evidence: list[MetricEvidence], results: Sequence[SequentialResult]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import threading
 from typing import Any
@@ -62,6 +63,9 @@ def mutate(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
     elif isinstance(value, str):
         out[key] = value[:-1] + ("0" if value[-1:] != "0" else "1") if value else "x"
     return out
+
+
+_TOKENS = itertools.count()  # conversation tokens, shared by every policy of the process
 
 
 class OraclePolicy:
@@ -111,13 +115,15 @@ class OraclePolicy:
             model = str(body.get("model"))
             n = self.started.get((model, goal), 0)
             self.started[(model, goal)] = n + 1
-            token = f"{len(self.mirrors):06d}"
+            token = f"{next(_TOKENS):06d}"  # unique in the process: a resumed conversation keeps its old token
             self.mirrors[token] = [s.make_env() for s in self.by_goal[goal]]
             self.draw_key[token] = (model, goal, n)
             return token, None
         calls = assistants[-1].get("tool_calls") or []
         call_id = str(calls[0].get("id", "")) if calls else ""
         parts = call_id.split("_")
+        if len(parts) == 3 and parts[1] not in self.mirrors and goal in self.by_goal:
+            self._rebuild(parts[1], goal, messages, str(body.get("model")))
         if len(parts) != 3 or parts[1] not in self.mirrors:
             return None, f"policy: cannot find the conversation of tool call id {call_id!r}"
         token = parts[1]
@@ -129,6 +135,24 @@ class OraclePolicy:
             return None, f"policy: runner sent {sent.get('content')!r}, expected {results[:1]!r}"
         self.mirrors[token] = worlds
         return token, None
+
+    def _rebuild(self, token: str, goal: str, messages: list[dict], model: str) -> None:
+        """A conversation this server never saw begin (a resumed trial sent to a fresh server, as a stateless model
+        server sees every request): replay its calls on fresh mirrors, keeping the worlds whose results are the ones
+        the runner sent back. Its error draws use their own key. Turns trimmed from the prompt cannot be replayed:
+        such a conversation stays unknown (an HTTP 400, as before)."""
+        worlds = [s.make_env() for s in self.by_goal[goal]]
+        results: list[str] = []
+        for i, m in enumerate(messages):
+            for call in m.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                texts = [w.call(str(fn.get("name") or ""), str(fn.get("arguments") or "")).result_text for w in worlds]
+                reply = next((x for x in messages[i + 1:] if x.get("tool_call_id") == call.get("id")), None)
+                keep = [j for j, t in enumerate(texts) if reply is not None and reply.get("content") == t]
+                worlds, results = [worlds[j] for j in keep], [texts[j] for j in keep]
+        if worlds:
+            self.mirrors[token], self.last_result[token] = worlds, results
+            self.draw_key[token] = (model, goal, -1 - int(token))
 
     def _decide(self, body: dict) -> Reply:
         token, error = self._conversation(body)

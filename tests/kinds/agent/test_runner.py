@@ -117,7 +117,8 @@ async def test_context_limit_error_trims_or_stops(tmp_path: Path) -> None:
     assert recs[-1].extra["stop_reason"] == "context_limit" and recs[-1].extra["success"] is False
 
 
-async def test_interrupted_trial_restarts_and_finished_trials_are_not_resent(tmp_path: Path) -> None:
+async def _interrupted(tmp_path: Path) -> tuple[Path, list, list]:
+    """A run cancelled while the 50-step ledger trial is under way (the 10-step tickets trial finished)."""
     path = write_specs(tmp_path / "s.jsonl", [{"env": "tickets", "horizon": 10}, {"env": "ledger", "horizon": 50}])
     suite = AGENT_KIND.load(str(path), {})
     run_dir = tmp_path / "run"
@@ -133,15 +134,44 @@ async def test_interrupted_trial_restarts_and_finished_trials_are_not_resent(tmp
     first = ctx.store.read(kind="agent_step")
     assert any(r.extra.get("stop_reason") for r in first if r.case_id == "tickets-h10-s0")
     assert not any(r.extra.get("stop_reason") for r in first if r.case_id == "ledger-h50-s0")
-    # resume with a fresh policy (a new process would have one): only the unfinished trial is re-sent
-    suite2, ctx2, records, requests = await run_suite(tmp_path, OraclePolicy(suite.cases), str(path), {},
-                                                      run_dir=run_dir)
+    return path, suite.cases, first
+
+
+async def test_interrupted_trial_continues_where_it_stopped_and_finished_trials_are_not_resent(tmp_path: Path) -> None:
+    """Resume with a fresh policy (a new process would have one, and a model server is stateless): the ledger
+    trial's recorded steps are replayed, not re-sent; it continues at its first unrecorded step under the same
+    attempt, so its records are those of one uninterrupted trial (51 steps: 50 calls and the final answer)."""
+    path, cases, first = await _interrupted(tmp_path)
+    done = sum(1 for r in first if r.case_id == "ledger-h50-s0")
+    suite2, ctx2, records, requests = await run_suite(tmp_path, OraclePolicy(cases), str(path), {},
+                                                      run_dir=tmp_path / "run")
+    assert requests == 50 + 1 - done  # nothing sent twice
+    ledger = [r for r in records if r.case_id == "ledger-h50-s0"]
+    assert sorted(r.step for r in ledger) == list(range(51)) and {r.extra["attempt"] for r in ledger} == {0}
+    (res,) = AGENT_KIND.score(suite2, records, "ref", ["ref"])
+    assert res.metrics["task_success"].value == 1.0 and res.metrics["task_success"].n == 2
+    assert res.counts["interrupted_attempts"] == 0
+
+
+async def test_an_interrupted_trial_whose_records_cannot_be_replayed_restarts(tmp_path: Path) -> None:
+    """Records without the fields a replay needs (an older run's) or that disagree with the replay: the trial
+    restarts from scratch as a new attempt, and scoring uses the finished one."""
+    path, cases, first = await _interrupted(tmp_path)
+    lines = (tmp_path / "run" / "records.jsonl").read_text().splitlines()
+    kept = []
+    for line in lines:  # the ledger steps lose 'window', as records written before the replay existed
+        rec = json.loads(line)
+        if rec.get("case_id") == "ledger-h50-s0":
+            rec["extra"].pop("window", None)
+        kept.append(json.dumps(rec))
+    (tmp_path / "run" / "records.jsonl").write_text("\n".join(kept) + "\n")
+    suite2, ctx2, records, requests = await run_suite(tmp_path, OraclePolicy(cases), str(path), {},
+                                                      run_dir=tmp_path / "run")
     assert requests == 50 + 1
     ledger = [r for r in records if r.case_id == "ledger-h50-s0"]
     assert {r.extra["attempt"] for r in ledger} == {0, 1}
     (res,) = AGENT_KIND.score(suite2, records, "ref", ["ref"])
-    assert res.metrics["task_success"].value == 1.0 and res.metrics["task_success"].n == 2
-    assert res.counts["interrupted_attempts"] == 1
+    assert res.metrics["task_success"].value == 1.0 and res.counts["interrupted_attempts"] == 1
 
 
 def test_options_are_validated() -> None:

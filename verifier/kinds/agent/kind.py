@@ -21,8 +21,11 @@ adds ``stop_reason``, ``success`` (the environment's check on the final state), 
 ``invalid_total``.
 
 Resuming: a trial with a record carrying a stop reason is finished and never re-sent. A trial that was interrupted
-restarts from scratch as a new *attempt* (``extra.attempt``; ``variant`` = ``attempt<N>`` so record keys stay
-unique in the append-only store); scoring uses the finished attempt.
+(a budget cap refused its next request, the process was killed) continues at its first unrecorded step, its state
+replayed from its records and checked against them (:mod:`verifier.kinds.agent.trial_state`; each step records
+the ``window`` and ``chars_per_token`` the replay needs), so nothing is sent twice. Where the replay cannot be
+exact it restarts from scratch as a new *attempt* (``extra.attempt``; ``variant`` = ``attempt<N>`` so record keys
+stay unique in the append-only store); scoring uses the finished attempt.
 
 Context management (so long horizons work on small-context models): the system prompt and the goal are always
 kept; when ``window_tokens`` is set and the estimated prompt exceeds it, the oldest turns (an assistant message
@@ -51,9 +54,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suites.agent.base import INVALID_KINDS
 from suites.agent.scenarios import SUITE_VERSION, Scenario, builtin_suite, content_hash, load_scenario_file
+from verifier.kinds.agent.conversation import (  # noqa: F401 - re-exported: training.evaluate and tests use them
+    DEFAULT_CHARS_PER_TOKEN,
+    TRIM_TO,
+    Conversation,
+    canonical_action,
+    wire_safe,
+)
 from verifier.kinds.agent.scoring import ENDPOINT_ERROR_STOP, score_records
+from verifier.kinds.agent.trial_state import TrialState, replay
 from verifier.records import Exchange, ExchangeRecord, SuiteManifest
 from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.run.protocol import RunContext
@@ -61,8 +71,6 @@ from verifier.run.request_plan import PlannedRequest
 from verifier.run.summary import EndpointSuiteResult
 
 BUILTIN = ("agent-smoke", "agent-long")
-DEFAULT_CHARS_PER_TOKEN = 4.0
-TRIM_TO = 0.7  # when the window overflows, trim to this share of it (hysteresis: stable prefixes for caching)
 _CONTEXT_ERROR = re.compile(
     r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long|too long|"
     r"exceeds? (the )?(model'?s? )?(max|maximum|context)|max_model_len|context_length_exceeded",
@@ -135,29 +143,6 @@ class AgentSuite:
     options: AgentOptions = field(default_factory=AgentOptions)
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def wire_safe(text: str | None, *, json_text: bool = False) -> str | None:
-    """Text the endpoint sent, made sendable again: a lone UTF-16 surrogate (which no UTF-8 request can carry) becomes
-    its ``\\uXXXX`` escape inside JSON text (the very same JSON value) and U+FFFD in plain text. Without this, one
-    such character in a reply made every later step of the trial fail before it was sent."""
-    if not text or not _LONE_SURROGATE.search(text):
-        return text
-    if json_text:
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return _LONE_SURROGATE.sub("\ufffd", text)
-
-
-def canonical_action(name: str | None, arguments: str) -> str:
-    """``name(args)`` with arguments re-serialised canonically when they parse, raw otherwise (for divergence)."""
-    try:
-        args = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except (ValueError, TypeError, RecursionError):  # nested past the parser's depth: kept raw
-        args = arguments
-    return f"{name}({args})"
-
-
 _CONTEXT_LEN = re.compile(r"context length (?:is |of )?(\d+)", re.IGNORECASE)
 _PROMPT_LEN = re.compile(r"prompt \((\d+) tokens\)|(\d+) tokens? in the messages|prompt has (\d+) tokens",
                          re.IGNORECASE)
@@ -182,72 +167,6 @@ def is_context_error(ex: Exchange) -> bool:
         return False
     text = (ex.error_message or "") + " " + json.dumps(ex.response or {})
     return bool(_CONTEXT_ERROR.search(text))
-
-
-class Conversation:
-    """System + goal (always kept) and the turns after them, with window-based trimming."""
-
-    def __init__(self, scenario: Scenario, tools: list[dict[str, Any]]) -> None:
-        self.head = [{"role": "system", "content": scenario.system}, {"role": "user", "content": scenario.goal}]
-        self.turns: list[list[dict[str, Any]]] = []
-        self.turn_chars: list[int] = []  # serialised size of each turn, computed once
-        self.tools_chars = len(json.dumps(tools))
-        self.head_chars = len(json.dumps(self.head))
-        self.chars_per_token = DEFAULT_CHARS_PER_TOKEN
-        self.dropped = 0  # turns trimmed so far (they never come back)
-
-    def add_turn(self, messages: list[dict[str, Any]]) -> None:
-        self.turns.append(messages)
-        self.turn_chars.append(len(json.dumps(messages)))
-
-    def chars(self) -> int:
-        """Size of the prompt as sent (tools + messages), in characters of JSON."""
-        return self.tools_chars + self.head_chars + sum(self.turn_chars)
-
-    def estimate_tokens(self) -> int:
-        return int(self.chars() / self.chars_per_token) + 1
-
-    def calibrate(self, prompt_tokens: int | None, chars: int) -> None:
-        """Learn chars/token from what the endpoint counted for the prompt just sent."""
-        if prompt_tokens and prompt_tokens > 0 and chars > 0:
-            self.chars_per_token = chars / prompt_tokens
-
-    def trim(self, window_tokens: int | None) -> int:
-        """When over ``window_tokens``, drop oldest turns down to ``TRIM_TO`` of it (keeps the last turn).
-
-        Trimming in chunks rather than one turn per step keeps the prompt prefix stable for several steps, so
-        prefix caches (the built-in engine's, providers') keep hitting. Returns the number of turns dropped.
-        """
-        if window_tokens is None or self.estimate_tokens() <= window_tokens:
-            return 0
-        dropped = 0
-        target = int(window_tokens * TRIM_TO)
-        while len(self.turns) > 1 and self.estimate_tokens() > target:
-            self.turns.pop(0)
-            self.turn_chars.pop(0)
-            dropped += 1
-        self.dropped += dropped
-        return dropped
-
-    def messages(self) -> list[dict[str, Any]]:
-        return self.head + [m for turn in self.turns for m in turn]
-
-    def window_after_context_error(self, context_len: int | None, prompt_tokens: int | None, sent_chars: int,
-                                   max_tokens: int, window: int | None) -> int:
-        """The window to trim to after the endpoint refused the prompt of ``sent_chars`` as too long.
-
-        90 % of the stated context length minus ``max_tokens`` (room for the reply) when the error states it and
-        that is below our estimate of the refused prompt; otherwise 3/4 of that estimate, since our chars-per-token
-        guess was evidently off. Never wider than a window already in force.
-        """
-        if prompt_tokens:
-            self.calibrate(prompt_tokens, sent_chars)
-        target = int(self.estimate_tokens() * 0.75)
-        if context_len and context_len > max_tokens:
-            stated = int((context_len - max_tokens) * 0.9)
-            if stated < self.estimate_tokens():  # else our estimate is off: shrink instead
-                target = stated
-        return max(1, min(window or target, target))
 
 
 #: re-sends of one step after trimming for a context-length error (the first try not counted)
@@ -302,6 +221,7 @@ class _TrialPlan:
     endpoint: str
     trial: int
     attempt: int
+    state: TrialState | None = None  # an interrupted attempt's replayed state: continue it rather than restart
 
 
 class AgentKind:
@@ -353,13 +273,18 @@ class AgentKind:
 
     # ---- running -------------------------------------------------------------------------------------
     def _plan(self, suite: AgentSuite, ctx: RunContext, opts: AgentOptions) -> list[_TrialPlan]:
-        """Trials still to run, with their attempt number; finished trials are skipped."""
+        """Trials still to run; finished trials are skipped. An interrupted trial continues its attempt from its
+        first unrecorded step when its records replay exactly (:mod:`verifier.kinds.agent.trial_state`), else it
+        restarts as a new attempt."""
         name = suite.manifest.name
         attempts: dict[tuple[str, str, int], int] = {}
         finished: set[tuple[str, str, int]] = set()
+        steps: dict[tuple[str, str, int, int], list[ExchangeRecord]] = {}
         for r in ctx.store.read(kind="agent_step", suite=name):
             key = (r.endpoint, r.case_id, r.repeat)
-            attempts[key] = max(attempts.get(key, -1), int(r.extra.get("attempt", 0)))
+            attempt = int(r.extra.get("attempt", 0))
+            attempts[key] = max(attempts.get(key, -1), attempt)
+            steps.setdefault((*key, attempt), []).append(r)
             if r.extra.get("stop_reason"):
                 finished.add(key)
         plans = []
@@ -369,7 +294,9 @@ class AgentKind:
                     key = (endpoint, scenario.id, trial)
                     if key in finished:
                         continue
-                    plans.append(_TrialPlan(scenario, endpoint, trial, attempts.get(key, -1) + 1))
+                    last = attempts.get(key, -1)
+                    state = replay(scenario, steps[(*key, last)], opts.max_prompt_tokens) if last >= 0 else None
+                    plans.append(_TrialPlan(scenario, endpoint, trial, last if state else last + 1, state))
         return plans
 
     async def run(self, suite: AgentSuite, ctx: RunContext) -> None:
@@ -388,7 +315,7 @@ class AgentKind:
         try:
             await self._run_trial(suite, ctx, opts, plan, learned, steps)
         except Exception as e:  # noqa: BLE001 - one trial's failure is a record, not a dead suite
-            step = (steps[-1] + 1) if steps else 0
+            step = (steps[-1] + 1) if steps else (plan.state.next_step if plan.state else 0)
             ex = failed_exchange(e, {"scenario": plan.scenario.id, "step": step})
             ctx.store.append(ExchangeRecord(
                 **ex.model_dump(), kind="agent_step", suite=suite.manifest.name, case_id=plan.scenario.id,
@@ -405,19 +332,17 @@ class AgentKind:
     ) -> None:
         scenario = plan.scenario
         client = ctx.clients[plan.endpoint]
-        env = scenario.make_env()
-        tools = env.tools()
-        conv = Conversation(scenario, tools)
-        streak = 0
-        used_ids: set[str] = set()
         # a window learnt from this endpoint's context error applies to its later trials too (not to others)
-        window = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
-        request = {"tools": tools, "temperature": opts.temperature, "max_tokens": opts.max_tokens}
+        learnt = min((w for w in (opts.window_tokens, learned.get(plan.endpoint)) if w), default=None)
+        state = plan.state or TrialState.fresh(scenario, learnt)
+        conv, env = state.conv, state.env
+        window = min((w for w in (state.window, learnt) if w), default=None)
+        request = {"tools": state.tools, "temperature": opts.temperature, "max_tokens": opts.max_tokens}
 
         def chat(body: dict[str, Any]) -> Awaitable[Exchange]:
             return guarded(client.chat(body), body, stream=bool(client.config.stream))
 
-        for step in range(scenario.step_budget):
+        for step in range(state.next_step, scenario.step_budget):
             sent = await send_step(conv, chat, request, window=window, max_tokens=opts.max_tokens,
                                    trim_on_error=opts.on_context_error == "trim")
             ex, window = sent.exchange, sent.window
@@ -440,29 +365,8 @@ class AgentKind:
                     stop = "truncated_reply" if ex.finish_reason == "length" else "final_answer"
                     extra.update(n_calls=0, n_invalid=0, calls=[], actions=[])
                 else:
-                    calls, actions, turn = [], [], []
-                    tool_msgs = []
-                    for i, tc in enumerate(ex.tool_calls):
-                        # ids must pair each tool result with its call: replace missing or repeated ones
-                        call_id = tc.id if tc.id and tc.id not in used_ids else f"call_{step}_{i}"
-                        used_ids.add(call_id)
-                        outcome = env.call(tc.name or "", tc.arguments)
-                        invalid = not outcome.valid
-                        streak = streak + 1 if invalid else 0
-                        calls.append({"name": tc.name, "valid": outcome.valid, "error_kind": outcome.error_kind})
-                        actions.append(canonical_action(tc.name, tc.arguments))
-                        turn.append({"id": call_id, "type": "function",
-                                     "function": {"name": wire_safe(tc.name) or "",
-                                                  "arguments": wire_safe(tc.arguments, json_text=True)}})
-                        tool_msgs.append({"role": "tool", "tool_call_id": call_id,
-                                          "content": wire_safe(outcome.result_text)})
-                    conv.add_turn([{"role": "assistant", "content": wire_safe(ex.content), "tool_calls": turn},
-                                   *tool_msgs])
-                    n_invalid = sum(1 for c in calls if c["error_kind"] in INVALID_KINDS)
-                    first_error = next((c["error_kind"] for c in calls if c["error_kind"]), None)
-                    extra.update(n_calls=len(calls), n_invalid=n_invalid, valid=n_invalid == 0,
-                                 error_kind=first_error, calls=calls, actions=actions, invalid_streak=streak)
-                    if streak >= opts.max_invalid_streak:
+                    extra.update(state.take_calls(ex, step))
+                    if state.streak >= opts.max_invalid_streak:
                         stop = "invalid_streak"
                     elif step + 1 >= scenario.step_budget:
                         stop = "step_budget"
@@ -470,6 +374,7 @@ class AgentKind:
                         conv.trim(window)
                         if conv.estimate_tokens() > opts.max_prompt_tokens:
                             stop = "context_limit"
+            extra.update(window=window, chars_per_token=conv.chars_per_token)  # what a --resume replay needs
             if stop is not None:
                 extra.update(stop_reason=stop, success=env.check(), tool_calls_total=len(env.events),
                              invalid_total=sum(1 for e in env.events if not e.valid))

@@ -33,6 +33,7 @@ from verifier.run.exchange_guard import failed_exchange, guarded
 from verifier.run.protocol import RunContext
 from verifier.run.request_plan import PlannedRequest
 from verifier.run.sequential import HeadlineUnits
+from verifier.run.sequential_floor import FloorHeadlineUnits
 from verifier.run.summary import EndpointSuiteResult
 
 BOTH_VARIANTS: tuple[str, str] = ("nonstream", "stream")
@@ -159,9 +160,11 @@ class ToolcallKind:
         return len(self._todo(suite, ctx))
 
     def sequential_units(self, suite: ToolcallSuite, order: list[str], records: list[ExchangeRecord],
-                         reference: str, candidate: str) -> list[HeadlineUnits]:
-        """The candidate's headlines as per-case paired units in the run's case order (``--sequential``)."""
-        return toolcall_units(suite.cases, order, records, reference, candidate)
+                         reference: str, candidate: str) -> list[HeadlineUnits | FloorHeadlineUnits]:
+        """The candidate's headlines as per-case units in the run's case order (``--sequential``); trigger F1 and
+        argument agreement against the reference's floor when it answers some cases twice."""
+        return toolcall_units(suite.cases, order, records, reference, candidate,
+                              repeats=bool(suite.reference_repeat_ids))
 
     async def run(self, suite: ToolcallSuite, ctx: RunContext) -> None:
         """Send every pending exchange; the clients enforce rate and concurrency limits."""
