@@ -16,6 +16,7 @@ from torch import nn
 
 from reference_engine import kernels
 from reference_engine.config import ModelConfig, RopeConfig
+from reference_engine.dense_kv import DenseKV
 from reference_engine.kernels import torch_ops
 from reference_engine.kv_cache import KVPool
 from reference_engine.quant import Int4Weight
@@ -41,6 +42,7 @@ class AttnMetadata:
     check_tags: bool = True
     tag_mismatch: torch.Tensor | None = field(default=None)  # filled by the forward pass (decode)
     plan: torch_ops.DecodePlan | None = field(default=None)  # CPU decode: built by the first layer, used by all
+    dense: DenseKV | None = None              # CPU decode: the batch's K/V kept across steps (dense_kv.py)
 
 
 class RMSNorm(nn.Module):
@@ -162,12 +164,12 @@ class Attention(nn.Module):
         if meta.prefill is not None:
             out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
         else:
-            out = self._decode_attention(q, kp, vp, ks, vs, pool, meta)
+            out = self._decode_attention(q, k, v, kp, vp, ks, vs, pool, meta)
         return self.o_proj(out.reshape(t, self.q_size), phase)
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
-    def _decode_attention(self, q, kp, vp, ks, vs, pool: KVPool, meta: AttnMetadata) -> torch.Tensor:
+    def _decode_attention(self, q, k, v, kp, vp, ks, vs, pool: KVPool, meta: AttnMetadata) -> torch.Tensor:
         if kernels.backend_for(q) is not torch_ops:   # fused kernels check the tags in every layer at no extra cost
             out, mismatch = kernels.paged_decode_attention(
                 q, kp, vp, ks, vs, meta.block_tables, meta.seq_lens,
@@ -185,6 +187,8 @@ class Attention(nn.Module):
             else:
                 mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
             meta.plan = torch_ops.decode_plan(meta.block_tables, meta.seq_lens, kp.shape[1], mismatch)
+        if meta.dense is not None:
+            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale)
         return torch_ops.planned_decode_attention(q, kp, vp, ks, vs, meta.plan, self.scale)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:

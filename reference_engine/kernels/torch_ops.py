@@ -43,14 +43,18 @@ class DecodePlan:
     hidden: torch.Tensor                     # [B, 1, 1, L] bool: past the row's length, or the row's tags mismatch
     mismatch: torch.Tensor                   # [B] bool
     any_mismatch: bool
+    rows: torch.Tensor                       # [B] int64: 0..B-1 } where each row's current token goes
+    last: torch.Tensor                       # [B] int64: seq_len - 1 } in a dense per-batch buffer (dense_kv.py)
 
 
 def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
                 mismatch: torch.Tensor) -> DecodePlan:
     idx = block_tables.clamp(min=0).long()
     pos = torch.arange(idx.shape[1] * page_size, device=idx.device)
-    hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
-    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()))
+    lens = seq_lens.to(pos.dtype)
+    hidden = (pos[None, :] >= lens[:, None]) | mismatch[:, None]
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()),
+                      torch.arange(idx.shape[0], device=idx.device), lens - 1)
 
 
 def paged_decode_attention(
