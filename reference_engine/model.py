@@ -52,9 +52,12 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x if x.dtype == torch.float32 else x.float()
+        if x.dtype == torch.float32:
+            # the same ops in the same order as below (x * rsqrt(mean(x^2) + eps), then * weight), dispatched once
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * (xf if xf.dtype == x.dtype else xf.to(x.dtype))
+        return self.weight * xf.to(x.dtype)
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
@@ -85,18 +88,20 @@ class Rotary(nn.Module):
         inv = rope_inv_freq(cfg.rope, cfg.head_dim)
         t = torch.arange(cfg.max_position_embeddings, dtype=torch.float32)
         freqs = torch.outer(t, inv)
-        self.register_buffer("cos", freqs.cos(), persistent=False)
-        self.register_buffer("sin", freqs.sin(), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        # full width: [cos, cos] and [-sin, sin], so a rotation is two products and a sum over the whole head
+        self.register_buffer("cos", torch.cat([cos, cos], dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat([-sin, sin], dim=-1), persistent=False)
 
     def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [T, 1, D/2] for these positions: looked up once per forward, shared by all layers."""
+        """cos, signed sin [T, 1, D] for these positions: looked up once per forward, shared by all layers."""
         return self.cos[positions][:, None, :].to(dtype), self.sin[positions][:, None, :].to(dtype)
 
     @staticmethod
     def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, heads, D], rotate-half convention (as HF)."""
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        """x [T, heads, D], rotate-half convention (as HF): [x1 cos - x2 sin, x2 cos + x1 sin], bit for bit (negating
+        sin is exact, and each half is still one rounded product per term and one rounded sum)."""
+        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
 
 
 class WLinear(nn.Module):
