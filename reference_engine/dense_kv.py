@@ -89,7 +89,7 @@ class DenseKV:
                 k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)
             k_t[plan.rows, :, :, plan.last] = k
             vb[plan.rows, :, plan.last] = v
-        scores = torch.matmul(q.reshape(b, kvh, h // kvh, d), k_t[..., :length]) * scale     # [B, KVH, G, L]
+        scores = torch.matmul(q.reshape(b, kvh, h // kvh, d), k_t[..., :length]).mul_(scale)  # [B, KVH, G, L]
         if scores.dtype != torch.float32:
             scores = scores.float()
         scores.masked_fill_(plan.hidden, float("-inf"))

@@ -307,12 +307,13 @@ class Engine:
     def _run_decode(self, seqs: list[Sequence]) -> None:
         dev = self.config.device
         ps = self.pool.page_size
-        ids = [s.token_ids[-1] for s in seqs]
-        pos = [len(s) - 1 for s in seqs]
+        lens = [len(s) for s in seqs]                 # tokens including the one this step feeds
+        ids = [s.output_ids[-1] if s.output_ids else s.prompt_ids[-1] for s in seqs]
+        pos = [n - 1 for n in lens]
         slots = [s.block_table[p // ps] * ps + p % ps for s, p in zip(seqs, pos)]
         bt, et = self.blocks.tag_tensors(seqs, dev)
         meta = AttnMetadata(slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev), block_tables=bt,
-                            seq_lens=torch.tensor([len(s) for s in seqs], dtype=torch.int32, device=dev),
+                            seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev),
                             expected_tags=et, check_tags=self.config.check_page_tags)
         # a sequence preempted and admitted again is a new row (its pages were recomputed): the key says so
         if self.dense is not None and self.dense.begin_step(tuple((s.seq_id, s.preempted) for s in seqs),
@@ -322,9 +323,9 @@ class Engine:
         if meta.dense is not None:
             meta.dense.finish_step()
         logits = self.model.logits(hidden, "decode").cpu()
-        for s in seqs:
-            s.num_computed = len(s)
-            if s.num_computed % ps == 0:
+        for s, n in zip(seqs, lens):
+            s.num_computed = n
+            if n % ps == 0:
                 # a page just filled with generated tokens: publish it, so the next turn of a conversation (whose
                 # prompt repeats this reply) can reuse it
                 self.blocks.register_full_pages(s)
@@ -333,13 +334,14 @@ class Engine:
             bad = meta.tag_mismatch.cpu().tolist() if meta.tag_mismatch is not None else [False] * len(seqs)
         else:
             bad = [False] * len(seqs)
-        ok_rows = [i for i, b in enumerate(bad) if not b]
-        for i, b in enumerate(bad):
-            if b:
-                self._integrity_failure(seqs[i])
-        ok = [seqs[i] for i in ok_rows]
-        if ok:
-            self._accept(ok, force_choices(logits[ok_rows], ok, sample(logits[ok_rows], ok)))
+        if any(bad):
+            for i, b in enumerate(bad):
+                if b:
+                    self._integrity_failure(seqs[i])
+            ok_rows = [i for i, b in enumerate(bad) if not b]
+            seqs, logits = [seqs[i] for i in ok_rows], logits[ok_rows]
+        if seqs:
+            self._accept(seqs, force_choices(logits, seqs, sample(logits, seqs)))
 
     def _verify_tags(self, seqs: list[Sequence]) -> list[Sequence]:
         """Prefill reads cached prefix pages: verify (page, tag) before the forward pass, like decode does."""
