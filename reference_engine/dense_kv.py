@@ -7,9 +7,10 @@ needs exactly step t's K/V plus one token, so they are kept in dense per-layer b
 token. The paged pool stays the source of truth (prefill, prefix cache, preemption and page-tag checks all read it);
 the buffers are refilled from it whenever the batch changes or outgrows them.
 
-Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers hold the values a gather returns (the
-pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the positions past
-a row's length masked the same way) and the same layouts, with only a larger row stride, which BLAS packs away.
+Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers hold the values a gather returns
+(the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
+positions past a row's length masked the same way) and the same layouts, with only a larger row stride, which BLAS
+packs away (checked: tests/engine/test_dense_kv.py runs the same traffic both ways and compares every logprob).
 Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout) and pools
 whose values never change once written (not FP8, where a page-head is requantised when its scale grows).
 """
@@ -36,6 +37,7 @@ class DenseKV:
         self.key: tuple[object, ...] | None = None     # the batch (sequence ids, in row order) the buffers hold
         self.fresh = False                          # this step refills every layer from the pool
         self._pending: tuple[object, ...] | None = None
+        self.steps = self.refills = 0               # decode steps that used the buffers, and those that refilled them
 
     def begin_step(self, key: tuple[object, ...], length: int) -> bool:
         """Prepare for a decode step over the batch ``key`` (one entry per row) whose padded length is ``length``;
@@ -61,6 +63,8 @@ class DenseKV:
             self.v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
             self.rows, self.cap = rows, cap
         self._pending = key
+        self.steps += 1
+        self.refills += self.fresh
         return True
 
     def finish_step(self) -> None:
