@@ -18,6 +18,7 @@ import torch
 from reference_engine import kernels
 from reference_engine.block_manager import BlockManager
 from reference_engine.config import ConfigError, EngineConfig
+from reference_engine.dense_kv import DenseKV
 from reference_engine.forced import force_choices, forced_rows
 from reference_engine.kv_cache import KVPool
 from reference_engine.loader import load_model
@@ -29,6 +30,8 @@ from reference_engine.sequence import SamplingParams, SeqStatus, Sequence
 from reference_engine.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
+
+DENSE_KV_MAX_BYTES = 128 << 20     # CPU decode: largest dense copy of a batch's K/V (dense_kv.py); beyond, gather pages
 
 
 # ---- events sent back to a request's sink -------------------------------------------------------------------------
@@ -89,6 +92,10 @@ class Engine:
         self.pool = KVPool(self.model_config, kv_dtype=config.kv_dtype, page_size=config.page_size,
                            budget_bytes=budget, device=config.device)
         self.blocks = BlockManager(self.pool, prefix_cache=config.prefix_cache)
+        mc = self.model_config
+        self.dense: DenseKV | None = None
+        if config.device == "cpu" and config.kv_dtype != "fp8":
+            self.dense = DenseKV(mc.num_layers, mc.num_kv_heads, mc.head_dim, self.model.dtype, DENSE_KV_MAX_BYTES)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=config.max_num_seqs,
                                    max_prefill_tokens=config.max_prefill_tokens, max_waiting=config.max_waiting,
                                    admission_timeout_s=config.admission_timeout_s)
@@ -187,6 +194,8 @@ class Engine:
         while not self._stop.is_set():
             self._drain_inbox()
             if not self.scheduler.has_work():
+                if self.dense is not None:
+                    self.dense.release()
                 self._wake.wait(timeout=0.5)
                 self._wake.clear()
                 continue
@@ -230,6 +239,8 @@ class Engine:
         for _ in range(max_steps):
             self._drain_inbox()
             if not self.scheduler.has_work():
+                if self.dense is not None:
+                    self.dense.release()
                 return
             self.step()
 
@@ -296,18 +307,25 @@ class Engine:
     def _run_decode(self, seqs: list[Sequence]) -> None:
         dev = self.config.device
         ps = self.pool.page_size
-        ids = [s.token_ids[-1] for s in seqs]
-        pos = [len(s) - 1 for s in seqs]
+        lens = [len(s) for s in seqs]                 # tokens including the one this step feeds
+        ids = [s.output_ids[-1] if s.output_ids else s.prompt_ids[-1] for s in seqs]
+        pos = [n - 1 for n in lens]
         slots = [s.block_table[p // ps] * ps + p % ps for s, p in zip(seqs, pos)]
         bt, et = self.blocks.tag_tensors(seqs, dev)
         meta = AttnMetadata(slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev), block_tables=bt,
-                            seq_lens=torch.tensor([len(s) for s in seqs], dtype=torch.int32, device=dev),
+                            seq_lens=torch.tensor(lens, dtype=torch.int32, device=dev),
                             expected_tags=et, check_tags=self.config.check_page_tags)
+        # a sequence preempted and admitted again is a new row (its pages were recomputed): the key says so
+        if self.dense is not None and self.dense.begin_step(tuple((s.seq_id, s.preempted) for s in seqs),
+                                                            bt.shape[1] * ps):
+            meta.dense = self.dense
         hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), self.pool, meta, "decode")
+        if meta.dense is not None:
+            meta.dense.finish_step()
         logits = self.model.logits(hidden, "decode").cpu()
-        for s in seqs:
-            s.num_computed = len(s)
-            if s.num_computed % ps == 0:
+        for s, n in zip(seqs, lens):
+            s.num_computed = n
+            if n % ps == 0:
                 # a page just filled with generated tokens: publish it, so the next turn of a conversation (whose
                 # prompt repeats this reply) can reuse it
                 self.blocks.register_full_pages(s)
@@ -316,13 +334,14 @@ class Engine:
             bad = meta.tag_mismatch.cpu().tolist() if meta.tag_mismatch is not None else [False] * len(seqs)
         else:
             bad = [False] * len(seqs)
-        ok_rows = [i for i, b in enumerate(bad) if not b]
-        for i, b in enumerate(bad):
-            if b:
-                self._integrity_failure(seqs[i])
-        ok = [seqs[i] for i in ok_rows]
-        if ok:
-            self._accept(ok, force_choices(logits[ok_rows], ok, sample(logits[ok_rows], ok)))
+        if any(bad):
+            for i, b in enumerate(bad):
+                if b:
+                    self._integrity_failure(seqs[i])
+            ok_rows = [i for i, b in enumerate(bad) if not b]
+            seqs, logits = [seqs[i] for i in ok_rows], logits[ok_rows]
+        if seqs:
+            self._accept(seqs, force_choices(logits, seqs, sample(logits, seqs)))
 
     def _verify_tags(self, seqs: list[Sequence]) -> list[Sequence]:
         """Prefill reads cached prefix pages: verify (page, tag) before the forward pass, like decode does."""

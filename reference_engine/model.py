@@ -16,6 +16,7 @@ from torch import nn
 
 from reference_engine import kernels
 from reference_engine.config import ModelConfig, RopeConfig
+from reference_engine.dense_kv import DenseKV
 from reference_engine.kernels import torch_ops
 from reference_engine.kv_cache import KVPool
 from reference_engine.quant import Int4Weight
@@ -41,6 +42,7 @@ class AttnMetadata:
     check_tags: bool = True
     tag_mismatch: torch.Tensor | None = field(default=None)  # filled by the forward pass (decode)
     plan: torch_ops.DecodePlan | None = field(default=None)  # CPU decode: built by the first layer, used by all
+    dense: DenseKV | None = None              # CPU decode: the batch's K/V kept across steps (dense_kv.py)
 
 
 class RMSNorm(nn.Module):
@@ -50,9 +52,12 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x if x.dtype == torch.float32 else x.float()
+        if x.dtype == torch.float32:
+            # the same ops in the same order as below (x * rsqrt(mean(x^2) + eps), then * weight), dispatched once
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
+        xf = x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * (xf if xf.dtype == x.dtype else xf.to(x.dtype))
+        return self.weight * xf.to(x.dtype)
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
@@ -83,18 +88,20 @@ class Rotary(nn.Module):
         inv = rope_inv_freq(cfg.rope, cfg.head_dim)
         t = torch.arange(cfg.max_position_embeddings, dtype=torch.float32)
         freqs = torch.outer(t, inv)
-        self.register_buffer("cos", freqs.cos(), persistent=False)
-        self.register_buffer("sin", freqs.sin(), persistent=False)
+        cos, sin = freqs.cos(), freqs.sin()
+        # full width: [cos, cos] and [-sin, sin], so a rotation is two products and a sum over the whole head
+        self.register_buffer("cos", torch.cat([cos, cos], dim=-1), persistent=False)
+        self.register_buffer("sin", torch.cat([-sin, sin], dim=-1), persistent=False)
 
     def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin [T, 1, D/2] for these positions: looked up once per forward, shared by all layers."""
+        """cos, signed sin [T, 1, D] for these positions: looked up once per forward, shared by all layers."""
         return self.cos[positions][:, None, :].to(dtype), self.sin[positions][:, None, :].to(dtype)
 
     @staticmethod
     def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, heads, D], rotate-half convention (as HF)."""
-        x1, x2 = x.chunk(2, dim=-1)
-        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        """x [T, heads, D], rotate-half convention (as HF): [x1 cos - x2 sin, x2 cos + x1 sin], bit for bit (negating
+        sin is exact, and each half is still one rounded product per term and one rounded sum)."""
+        return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
 
 
 class WLinear(nn.Module):
@@ -162,12 +169,12 @@ class Attention(nn.Module):
         if meta.prefill is not None:
             out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
         else:
-            out = self._decode_attention(q, kp, vp, ks, vs, pool, meta)
+            out = self._decode_attention(q, k, v, kp, vp, ks, vs, pool, meta)
         return self.o_proj(out.reshape(t, self.q_size), phase)
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 
-    def _decode_attention(self, q, kp, vp, ks, vs, pool: KVPool, meta: AttnMetadata) -> torch.Tensor:
+    def _decode_attention(self, q, k, v, kp, vp, ks, vs, pool: KVPool, meta: AttnMetadata) -> torch.Tensor:
         if kernels.backend_for(q) is not torch_ops:   # fused kernels check the tags in every layer at no extra cost
             out, mismatch = kernels.paged_decode_attention(
                 q, kp, vp, ks, vs, meta.block_tables, meta.seq_lens,
@@ -185,6 +192,8 @@ class Attention(nn.Module):
             else:
                 mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
             meta.plan = torch_ops.decode_plan(meta.block_tables, meta.seq_lens, kp.shape[1], mismatch)
+        if meta.dense is not None:
+            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale)
         return torch_ops.planned_decode_attention(q, kp, vp, ks, vs, meta.plan, self.scale)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:
@@ -217,7 +226,7 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor, phase: str) -> torch.Tensor:
         gate, up = self.gate_up_proj(x, phase).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up, phase)
+        return self.down_proj(F.silu(gate, inplace=True).mul_(up), phase)   # in place: the fused output is ours
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch
 

@@ -43,14 +43,18 @@ class DecodePlan:
     hidden: torch.Tensor                     # [B, 1, 1, L] bool: past the row's length, or the row's tags mismatch
     mismatch: torch.Tensor                   # [B] bool
     any_mismatch: bool
+    rows: torch.Tensor                       # [B] int64: 0..B-1 } where each row's current token goes
+    last: torch.Tensor                       # [B] int64: seq_len - 1 } in a dense per-batch buffer (dense_kv.py)
 
 
 def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
                 mismatch: torch.Tensor) -> DecodePlan:
     idx = block_tables.clamp(min=0).long()
     pos = torch.arange(idx.shape[1] * page_size, device=idx.device)
-    hidden = (pos[None, :] >= seq_lens[:, None].to(pos.dtype)) | mismatch[:, None]
-    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()))
+    lens = seq_lens.to(pos.dtype)
+    hidden = (pos[None, :] >= lens[:, None]) | mismatch[:, None]
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()),
+                      torch.arange(idx.shape[0], device=idx.device), lens - 1)
 
 
 def paged_decode_attention(
@@ -117,13 +121,19 @@ def write_kv(
     slot_mapping: torch.Tensor,
 ) -> None:
     """Store T tokens' K/V at their slots; for fp8 pools quantise with per-page-per-head scales."""
-    page_size = k_pages.shape[1]
     slots = slot_mapping.long()
-    pages, offs = slots // page_size, slots % page_size
     if k_scales is None or v_scales is None:  # BF16 pages (FP8 ones always come with both scale tensors)
-        k_pages[pages, offs] = k.to(k_pages.dtype)
-        v_pages[pages, offs] = v.to(v_pages.dtype)
+        if k_pages.is_contiguous() and v_pages.is_contiguous():
+            # pages viewed as one row per slot: a plain row copy, the per-layer hot path of every decode step
+            k_pages.view(-1, *k_pages.shape[2:]).index_copy_(0, slots, k.to(k_pages.dtype))
+            v_pages.view(-1, *v_pages.shape[2:]).index_copy_(0, slots, v.to(v_pages.dtype))
+            return
+        page_size = k_pages.shape[1]
+        k_pages[slots // page_size, slots % page_size] = k.to(k_pages.dtype)
+        v_pages[slots // page_size, slots % page_size] = v.to(v_pages.dtype)
         return
+    page_size = k_pages.shape[1]
+    pages, offs = slots // page_size, slots % page_size
     _write_fp8(k, k_pages, k_scales, pages, offs)
     _write_fp8(v, v_pages, v_scales, pages, offs)
 

@@ -1,0 +1,106 @@
+"""CPU decode: the running batch's K (transposed) and V, kept dense across steps so a step reads them without a gather.
+
+Why: with paged K/V, every layer of every decode step gathers each sequence's pages and transposes K into the
+[head_dim, length] layout the q·Kᵀ matmul reads; at batch 32 that copy was about 40 % of a step (profile of
+`benchmarks/engine_decode.py`). While the batch stays the same (between one arrival or finish and the next), step t+1
+needs exactly step t's K/V plus one token, so they are kept in dense per-layer buffers and each step writes only its new
+token. The paged pool stays the source of truth (prefill, prefix cache, preemption and page-tag checks all read it);
+the buffers are refilled from it whenever the batch changes or outgrows them.
+
+Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers hold the values a gather returns
+(the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
+positions past a row's length masked the same way) and the same layouts, with only a larger row stride, which BLAS
+packs away (checked: tests/engine/test_dense_kv.py runs the same traffic both ways and compares every logprob).
+Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout) and pools
+whose values never change once written (not FP8, where a page-head is requantised when its scale grows).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reference_engine.kernels.torch_ops import DecodePlan
+
+CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
+
+
+class DenseKV:
+    """Per layer: ``k_t`` [rows, KVH, D, cap] and ``v`` [rows, KVH, cap, D] in the compute dtype; row i is the batch's
+    i-th sequence. ``max_bytes`` caps the buffers (a batch that would need more takes the gather path)."""
+
+    def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype, max_bytes: int) -> None:
+        self.num_layers, self.kvh, self.head_dim, self.dtype = num_layers, num_kv_heads, head_dim, dtype
+        self.max_bytes = max_bytes
+        self.k_t: list[torch.Tensor] = []
+        self.v: list[torch.Tensor] = []
+        self.rows = self.cap = 0
+        self.key: tuple[object, ...] | None = None     # the batch (sequence ids, in row order) the buffers hold
+        self.fresh = False                          # this step refills every layer from the pool
+        self._pending: tuple[object, ...] | None = None
+        self.steps = self.refills = 0               # decode steps that used the buffers, and those that refilled them
+
+    def begin_step(self, key: tuple[object, ...], length: int) -> bool:
+        """Prepare for a decode step over the batch ``key`` (one entry per row) whose padded length is ``length``;
+        False when the step should take the gather path instead (one row, or too large for ``max_bytes``). Every row's
+        sequence grows by exactly one token per decode step and leaves the batch when it stops or is preempted, so an
+        unchanged key means the buffers are exactly one token behind."""
+        n = len(key)
+        self.fresh = key != self.key or length > self.cap or n > self.rows
+        self.key = None                             # set again by finish_step: a failed or skipped step forces a refill
+        if n < 2:
+            return False
+        if self.fresh and (length > self.cap or n > self.rows):
+            cap = (length // CAP_STEP + 1) * CAP_STEP
+            rows = max(n, self.rows)
+            elem = torch.empty((), dtype=self.dtype).element_size()
+            if 2 * self.num_layers * rows * self.kvh * self.head_dim * cap * elem > self.max_bytes:
+                self.release()
+                return False
+            self.release()
+            shape = (rows, self.kvh, self.head_dim, cap)
+            # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)
+            self.k_t = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
+            self.v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
+            self.rows, self.cap = rows, cap
+        self._pending = key
+        self.steps += 1
+        self.refills += self.fresh
+        return True
+
+    def finish_step(self) -> None:
+        self.key = self._pending
+
+    def release(self) -> None:
+        """Free the buffers (the engine is idle, or the batch outgrew them)."""
+        self.k_t, self.v = [], []
+        self.rows = self.cap = 0
+        self.key = None
+
+    def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor,
+                  v_pages: torch.Tensor, plan: DecodePlan, scale: float) -> torch.Tensor:
+        """One layer's decode attention. ``k``/``v`` [B, KVH, D]: this step's token, already written to the pool."""
+        b, h, d = q.shape
+        kvh = self.kvh
+        length = plan.hidden.shape[-1]
+        k_t, vb = self.k_t[layer][:b], self.v[layer][:b]
+        if self.fresh:
+            kg = k_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
+            vg = v_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
+            k_t[..., :length].copy_(kg.permute(0, 2, 3, 1))
+            vb[:, :, :length].copy_(vg.transpose(1, 2))
+        else:
+            if k_pages.dtype != q.dtype:            # the value the pool holds, as a gather would read it back
+                k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)
+            k_t[plan.rows, :, :, plan.last] = k
+            vb[plan.rows, :, plan.last] = v
+        scores = torch.matmul(q.reshape(b, kvh, h // kvh, d), k_t[..., :length]).mul_(scale)  # [B, KVH, G, L]
+        if scores.dtype != torch.float32:
+            scores = scores.float()
+        scores.masked_fill_(plan.hidden, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if probs.dtype != vb.dtype:
+            probs = probs.to(vb.dtype)
+        out = torch.matmul(probs, vb[:, :, :length]).reshape(b, h, d)
+        if plan.any_mismatch:
+            out = out.masked_fill(plan.mismatch[:, None, None], 0.0)
+        return out
