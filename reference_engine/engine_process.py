@@ -127,10 +127,15 @@ class EngineProcess:
         self.base_url = f"http://127.0.0.1:{value}/v1"
         return self.base_url
 
-    def stop(self) -> None:
-        """Ask the engine to finish (it stops its server and loop), and kill it if it has not within the timeout."""
+    def request_stop(self) -> None:
+        """Ask the engine to finish (it stops its server and loop); :meth:`stop` waits for it. Why apart: a run
+        asks all its engines first and then waits, so they wind down together."""
         with contextlib.suppress(OSError):
             self._conn.send("stop")
+
+    def stop(self) -> None:
+        """Ask the engine to finish (unless asked already), and kill it if it has not within the timeout."""
+        self.request_stop()
         self._process.join(STOP_TIMEOUT_S)
         if self._process.is_alive():
             self._process.kill()

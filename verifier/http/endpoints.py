@@ -428,6 +428,8 @@ class BuiltinServers(contextlib.AbstractContextManager):
                                     f"failed to start: {what}") from None
 
     def __exit__(self, *exc: Any) -> None:
+        for srv in self._servers:
+            srv.request_stop()
         while self._servers:
             srv = self._servers.pop()
             try:
