@@ -47,6 +47,7 @@ from verifier.records import ExchangeRecord
 from verifier.run import context_probe, format_probe
 from verifier.run.claims import check_claims
 from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
+from verifier.run.early_scoring import EarlyScorer, score_suite
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
 from verifier.run.manifest_endpoints import endpoints_from_manifest, manifest_endpoints
@@ -278,7 +279,9 @@ async def _send_and_score(plan: RunPlan, clock: RunClock) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         sequential: list[SequentialResult] = []
-        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential, clock)
+        early = EarlyScorer(store, endpoints.reference, [endpoints.reference, *endpoints.candidates])
+        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential, clock,
+                                     early)
         with clock.phase("probes"):
             if s.probe_context:
                 await context_probe.probe_endpoints(clients, endpoints, plan.run_dir)
@@ -290,7 +293,7 @@ async def _send_and_score(plan: RunPlan, clock: RunClock) -> RunOutcome:
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget), sequential=sequential,
-            clock=clock,
+            clock=clock, early=early,
             # requests never sent (a budget refusal, a stopped endpoint) were counted by their kind as failed exchanges
             settings={**_without_order(plan.recorded_settings), "progress": {"exchanges": progress.done - never_sent,
                                                                              "errors": progress.errors - never_sent,
@@ -312,8 +315,11 @@ def _write_manifest(plan: RunPlan) -> RunManifest:
 
 
 async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[str, Any] | None = None,
-                      decided: list[SequentialResult] | None = None, clock: RunClock | None = None) -> list[str]:
+                      decided: list[SequentialResult] | None = None, clock: RunClock | None = None,
+                      early: EarlyScorer | None = None) -> list[str]:
     """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run.
+
+    With ``early``, each suite is scored on a worker thread as soon as it has sent (while the next one sends).
 
     ``sequential`` (the manifest's ``--sequential`` settings): kinds that support it send look by look and each
     candidate's decisions are appended to ``decided``.
@@ -335,8 +341,11 @@ async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[st
             except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
                 log.exception("suite %s failed", ref)
                 failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
-            if clock is not None:
-                clock.suite(suite.manifest.name, time.perf_counter() - t, ctx.progress.done - done)
+            finally:  # also after the sequential branch's `continue`
+                if clock is not None:
+                    clock.suite(suite.manifest.name, time.perf_counter() - t, ctx.progress.done - done)
+                if early is not None:
+                    early.submit(kind, suite)
     return failures
 
 
@@ -455,13 +464,14 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
                failures: list[str], settings: dict[str, Any], stopped: StopInfo | None = None,
-               sequential: list[SequentialResult] | None = None,
-               clock: RunClock | None = None) -> tuple[RunSummary, list[str]]:
+               sequential: list[SequentialResult] | None = None, clock: RunClock | None = None,
+               early: EarlyScorer | None = None) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
 
     Shared by ``verifier run`` and ``verifier merge`` (verifier/run/merge.py), so a merged run is scored by exactly
     the code that scores a whole one. Appends scoring failures to ``failures``; returns the summary and the
     duplicate-record warnings. ``clock``: the run's stopwatch; its timings (scoring included) go into the summary.
+    ``early``: the suites already scored (or being scored) while the run sent; the others are scored here.
     """
     scoring_started = time.perf_counter()
     run_id, started = manifest.run_id, manifest.started_at
@@ -469,18 +479,17 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
     eps = [reference, *candidates]
     ok_by_endpoint = {n: [0, 0] for n in eps}
     every_record: list[ExchangeRecord] = []
-    for ref, kind, suite in loaded:
+    for _, kind, suite in loaded:
         records = store.read(suite=suite.manifest.name)
         every_record += records
         for r in records:
             if r.endpoint in ok_by_endpoint:
                 ok_by_endpoint[r.endpoint][0] += r.ok
                 ok_by_endpoint[r.endpoint][1] += 1
-        try:
-            results += kind.score(suite, records, reference, eps)
-        except Exception as e:  # noqa: BLE001 - a scoring bug is reported, other suites still scored
-            log.exception("scoring %s failed", ref)
-            failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
+        score = (early.take(suite.manifest.name) if early is not None else None) \
+            or score_suite(kind, suite, records, reference, eps)
+        results += score.results
+        failures += [score.failure] if score.failure else []
     for name, (ok, total) in ok_by_endpoint.items():
         said = any(f.startswith(f"endpoint '{name}': ") for f in failures)  # e.g. stopped: its line says why
         if total and not ok and not said:

@@ -273,7 +273,7 @@ class RunTimings(BaseModel):
     preflight_s: float = 0.0  # every endpoint reachable, key accepted, model served
     suites: list[SuiteTiming] = Field(default_factory=list)  # in the order they ran
     probes_s: float = 0.0  # context and response-format probes after the suites
-    scoring_s: float = 0.0  # scoring every suite, verdicts and claims
+    scoring_s: float = 0.0  # scoring after the last suite: verdicts, claims, and what early scoring had not done
 
 
 class RunSummary(BaseModel):
