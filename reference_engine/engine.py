@@ -21,13 +21,12 @@ from reference_engine.config import ConfigError, EngineConfig
 from reference_engine.dense_kv import DenseKV
 from reference_engine.forced import force_choices, forced_rows
 from reference_engine.kv_cache import KVPool
-from reference_engine.loader import load_model
+from reference_engine.loader import LoadedModel, load_for
 from reference_engine.metrics import EngineMetrics
 from reference_engine.model import AttnMetadata, PrefillSegment
 from reference_engine.sampler import TokenChoice, sample
 from reference_engine.scheduler import QueueFull, Scheduler
 from reference_engine.sequence import SamplingParams, SeqStatus, Sequence
-from reference_engine.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -78,15 +77,26 @@ class RequestRejected(RuntimeError):
         self.status, self.type = status, type_
 
 
+#: below this many parameters a CPU engine runs torch with one intra-op thread (see Engine._set_threads)
+SMALL_MODEL_PARAMS = 50_000_000
+
+
+def one_intra_op_thread(config: EngineConfig, model: torch.nn.Module) -> bool:
+    """Whether an engine of ``config`` serving ``model`` runs torch single-threaded (asked, or a small CPU model)."""
+    if config.threads:
+        return config.threads == 1
+    return config.device == "cpu" and sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS
+
+
 class Engine:
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        """``loaded``: the tokenizer and weights already read for this config (engines of one weight format share
+        them, see reference_engine/engine_process.py); read here when None."""
         self.config = config
         if not config.model_path.is_dir():
             raise ConfigError(f"{config.model_path}: model folder not found")
-        self.tokenizer = Tokenizer(config.model_path)
-        self.model_config, self.model = load_model(
-            config.model_path, weights=config.weights, decode_weights=config.decode_weight_format,
-            group_size=config.int4_group_size, device=config.device)
+        loaded = loaded or load_for(config)
+        self.tokenizer, self.model_config, self.model = loaded.tokenizer, loaded.model_config, loaded.model
         self._set_threads()
         budget = config.kv_budget_bytes or config.default_kv_budget_bytes
         self.pool = KVPool(self.model_config, kv_dtype=config.kv_dtype, page_size=config.page_size,
@@ -117,10 +127,8 @@ class Engine:
         with 2 threads under load). torch's setting is process-wide, hence only when asked or clearly small."""
         if self.config.threads:
             torch.set_num_threads(self.config.threads)
-        elif self.config.device == "cpu":
-            n_params = sum(p.numel() for p in self.model.parameters())
-            if n_params < 50_000_000:
-                torch.set_num_threads(1)
+        elif one_intra_op_thread(self.config, self.model):
+            torch.set_num_threads(1)
 
     # ---- public API (any thread) ----------------------------------------------------------------------------
     def submit(self, request_id: str, prompt_ids: list[int], params: SamplingParams, sink: Sink) -> None:

@@ -41,12 +41,17 @@ class RunningServer:
         self.stop()
 
 
-def build_engine(model_path: str | Path | None = None, **options) -> Engine:
+def engine_config(model_path: str | Path | None = None, **options) -> EngineConfig:
+    """The EngineConfig for a checkpoint folder (default: the shipped model, served as ``verifier-tiny``)."""
     path = Path(model_path) if model_path is not None else default_model_path()
     name = options.pop("served_model_name", None)
     if name is None:
         name = SHIPPED_MODEL_NAME if model_path is None else path.name
-    return Engine(EngineConfig(model_path=path, served_model_name=name, **options))
+    return EngineConfig(model_path=path, served_model_name=name, **options)
+
+
+def build_engine(model_path: str | Path | None = None, **options) -> Engine:
+    return Engine(engine_config(model_path, **options))
 
 
 def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16", weights: str = "bf16",
@@ -62,6 +67,12 @@ def start_server(model_path: str | Path | None = None, *, kv_dtype: str = "bf16"
     engine = build_engine(model_path, kv_dtype=kv_dtype, weights=weights, decode_weights=decode_weights,
                           prefix_cache=prefix_cache, page_size=page_size, kv_budget_bytes=kv_budget_bytes,
                           served_model_name=served_model_name, **engine_options)
+    return serve_engine(engine, host=host, port=port, max_request_bytes=max_request_bytes)
+
+
+def serve_engine(engine: Engine, *, host: str = "127.0.0.1", port: int = 0,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> RunningServer:
+    """Start ``engine``'s loop and uvicorn on a background thread; returns once the port accepts connections."""
     engine.start()
     config = uvicorn.Config(create_app(engine, max_request_bytes=max_request_bytes), host=host, port=port,
                             log_level="warning", access_log=False,

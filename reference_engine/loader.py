@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 
-from reference_engine.config import ConfigError, ModelConfig
+from reference_engine.config import ConfigError, EngineConfig, ModelConfig
 from reference_engine.model import MLP, Attention, CausalLM, DecoderLayer, PhasedLinear, WLinear
 from reference_engine.quant import quantize_int4
+from reference_engine.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -154,3 +156,31 @@ def load_model(model_dir: str | Path, *, weights: str = "bf16", decode_weights: 
     builder = _Builder(cfg, tensors, model_dir, weights=weights, decode_weights=decode_weights or weights,
                        group_size=group_size, dtype=dtype or default_compute_dtype(device), device=device)
     return cfg, builder.build()
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What an engine reads from its checkpoint: the tokenizer and the weights in its prefill/decode formats.
+
+    Read-only once built (the forward pass writes only the KV pool), so engines that differ in nothing but KV
+    cache options can share one (:class:`reference_engine.engine_process.SharedLoads`).
+    """
+
+    tokenizer: Tokenizer
+    model_config: ModelConfig
+    model: CausalLM
+
+
+def weights_key(config: EngineConfig) -> tuple[str, str, str, int, str]:
+    """What decides the loaded weights of an engine: engines with the same key can share one :class:`LoadedModel`."""
+    return (str(config.model_path.resolve()), config.weights, config.decode_weight_format, config.int4_group_size,
+            config.device)
+
+
+def load_for(config: EngineConfig, tokenizer: Tokenizer | None = None) -> LoadedModel:
+    """Read the tokenizer (unless given), then the weights in ``config``'s formats."""
+    tokenizer = tokenizer or Tokenizer(config.model_path)
+    model_config, model = load_model(config.model_path, weights=config.weights,
+                                     decode_weights=config.decode_weight_format, group_size=config.int4_group_size,
+                                     device=config.device)
+    return LoadedModel(tokenizer, model_config, model)

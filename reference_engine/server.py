@@ -48,6 +48,7 @@ from reference_engine.protocol import (
     NamedToolChoice,
     first_error,
 )
+from reference_engine.relay import EventRelay
 from reference_engine.replies import ChatPlan, Generation, TextDelta
 from reference_engine.sequence import SamplingParams
 from reference_engine.tool_parser import ParsedToolCall, StreamingToolSplitter, get_parser
@@ -83,6 +84,7 @@ class Server:
         start_ids = self.tok.encode(self.parser.start_tag)
         self.start_tag_id = start_ids[0] if len(start_ids) == 1 else None
         self.end_tag_ids = tuple(self.tok.encode(self.parser.end_tag))
+        self._relay: EventRelay | None = None  # made on the first request, on the server's event loop
 
     def _token_table(self) -> TokenTable:
         """The vocabulary as bytes for constrained decoding. Never inside JSON: special tokens and tokens whose text
@@ -97,11 +99,14 @@ class Server:
     # ---- engine bridge ----------------------------------------------------------------------------------------
     def _submit(self, prompt_ids: list[int], params: SamplingParams) -> tuple[str, asyncio.Queue]:
         loop = asyncio.get_running_loop()
+        if self._relay is None or self._relay.loop is not loop:
+            self._relay = EventRelay(loop)
+        relay = self._relay
         q: asyncio.Queue = asyncio.Queue()
         rid = secrets.token_hex(8)
 
         def sink(ev: Event) -> None:  # called on the engine's thread: hand the event to this request's queue
-            loop.call_soon_threadsafe(q.put_nowait, ev)
+            relay.put(q, ev)
 
         try:
             self.engine.submit(rid, prompt_ids, params, sink)

@@ -149,13 +149,13 @@ def test_resume_keeps_every_deadline_and_the_size_cap(tmp_path):
     the rest of the run under the same limits as its first part (not the defaults)."""
     from verifier.http.endpoints import EndpointSet
     from verifier.records import EndpointConfig
-    from verifier.run.runner import _endpoints_from_manifest, _manifest_endpoints
+    from verifier.run.manifest_endpoints import endpoints_from_manifest, manifest_endpoints
     from verifier.run.store import RunManifest
 
     cfg = EndpointConfig(name="ref", base_url="http://127.0.0.1:9/v1", model="m", timeout=7.5, connect_timeout=1.5,
                          write_timeout=2.5, read_timeout=3.5, max_response_bytes=12345)
     manifest = RunManifest(run_id="r", started_at="2026-12-06T00:00:00Z", reference="ref",
-                           endpoints=_manifest_endpoints(EndpointSet([cfg], "ref", {"ref": cfg.base_url})), suites=[])
+                           endpoints=manifest_endpoints(EndpointSet([cfg], "ref", {"ref": cfg.base_url})), suites=[])
     manifest.write(tmp_path)
-    back = _endpoints_from_manifest(RunManifest.model_validate_json((tmp_path / "manifest.json").read_text()), None)
+    back = endpoints_from_manifest(RunManifest.model_validate_json((tmp_path / "manifest.json").read_text()), None)
     assert back.get("ref").model_dump() == cfg.model_dump()

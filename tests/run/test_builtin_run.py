@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 
 import pytest
 from typer.testing import CliRunner
@@ -34,6 +35,11 @@ def test_builtin_endpoints_are_started_used_and_published_without_ports(tmp_path
     assert eps["fp8"].base_url == f"builtin:{ckpt}?kv=fp8" and eps["fp8"].builtin["kv"] == "fp8"
     assert eps["reference"].builtin["kv"] == "bf16" and eps["reference"].model == "ckpt"
     assert RunManifest.load(out).endpoints[1].source == f"builtin:{ckpt}?kv=fp8"
+    # each engine ran in its own process, and none outlives the run
+    assert not [p for p in multiprocessing.active_children() if p.name.startswith("reference-engine")]
+    t = summary.timings  # where the time went: the engines' start, each suite with its exchanges
+    assert t is not None and t.engines_s > 0 and t.started_unix < t.finished_unix
+    assert [(s.suite, s.exchanges) for s in t.suites] == [(summary.suites[0].name, 6)]
 
 
 def test_builtin_engine_that_cannot_start_is_one_line_exit_3(tmp_path):

@@ -128,15 +128,15 @@ def test_headline_names_the_first_contradiction() -> None:
 def test_claims_survive_the_manifest_for_resume(tmp_path) -> None:
     """``--resume`` without ``--config`` rebuilds endpoints from manifest.json: the stated claims come back too."""
     from verifier.http.endpoints import load_config
-    from verifier.run.runner import _endpoints_from_manifest, _manifest_endpoints
+    from verifier.run.manifest_endpoints import endpoints_from_manifest, manifest_endpoints
     from verifier.run.store import RunManifest
 
     toml = tmp_path / "e.toml"
     toml.write_text('[endpoints.ref]\nbase_url = "http://127.0.0.1:9/v1"\n[endpoints.cand]\n'
                     'base_url = "http://127.0.0.1:8/v1"\nclaims = { quantization = "fp8", context_length = 4096 }\n')
     eps = load_config(toml)
-    manifest = RunManifest(run_id="r", started_at="t", reference="ref", endpoints=_manifest_endpoints(eps), suites=[])
+    manifest = RunManifest(run_id="r", started_at="t", reference="ref", endpoints=manifest_endpoints(eps), suites=[])
     manifest.write(tmp_path)
-    again = _endpoints_from_manifest(RunManifest.load(tmp_path), None)
+    again = endpoints_from_manifest(RunManifest.load(tmp_path), None)
     assert again.get("cand").claims == StatedClaims(quantization="fp8", context_length=4096)
     assert again.info()[1].claims == StatedClaims(quantization="fp8", context_length=4096)

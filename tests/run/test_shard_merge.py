@@ -29,7 +29,7 @@ N = 3
 
 #: Summary fields that differ between two runs getting the same answers: identity, clock, and timing metrics
 #: (latency and tokens/s measure the sends, not the answers); ``merged_from`` and ``progress`` say how it ran.
-NOT_COMPARED_TOP = ("run_id", "started_at", "finished_at")
+NOT_COMPARED_TOP = ("run_id", "started_at", "finished_at", "timings")
 TIMING_METRICS = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "tokens_per_s")
 
 

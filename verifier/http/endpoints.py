@@ -12,8 +12,10 @@ import contextlib
 import logging
 import os
 import re
+import time
 import tomllib
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -364,7 +366,12 @@ class BuiltinStartError(RuntimeError):
 
 
 class BuiltinServers(contextlib.AbstractContextManager):
-    """Starts the reference engine for every ``builtin:`` endpoint and points its config at the live URL."""
+    """Starts the reference engine for every ``builtin:`` endpoint and points its config at the live URL.
+
+    Every engine runs in its own process (:mod:`reference_engine.engine_process`), so the engines and the run
+    use all cores; all are started before any is waited for, and engines of one weight format share one read of
+    the checkpoint.
+    """
 
     def __init__(self, endpoints: EndpointSet) -> None:
         self.endpoints = endpoints
@@ -374,12 +381,15 @@ class BuiltinServers(contextlib.AbstractContextManager):
         specs = {e.name: self.endpoints.builtin(e.name) for e in self.endpoints.endpoints}
         if not any(specs.values()):
             return self
-        try:
-            from reference_engine.launch import start_server  # lazy: torch is only needed for built-ins
+        try:  # lazy: torch is only needed for built-ins
+            from reference_engine.engine_process import START_TIMEOUT_S, EngineProcess, SharedLoads
+            from reference_engine.launch import engine_config
         except ImportError as e:
             raise EndpointConfigError("builtin endpoints need the reference engine, "
                                       f"which failed to import: {e}") from None
+        shared = SharedLoads()
         try:
+            starting = []
             for cfg in self.endpoints.endpoints:
                 spec = specs[cfg.name]
                 if spec is None:
@@ -389,23 +399,37 @@ class BuiltinServers(contextlib.AbstractContextManager):
                                               prefix_cache=spec.prefix_cache)
                 if spec.page_size is not None:
                     kwargs["page_size"] = spec.page_size
-                model_path = None if spec.model == "tiny" else spec.model
                 log.info("starting builtin engine for '%s' (%s)", cfg.name, spec.short_name())
-                try:
-                    srv = start_server(model_path, **kwargs)
-                except Exception as e:  # noqa: BLE001 - any engine failure becomes one clear line
-                    msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-                    raise BuiltinStartError(f"endpoint '{cfg.name}': the built-in engine "
-                                            f"({self.endpoints.sources.get(cfg.name)}) "
-                                            f"failed to start: {type(e).__name__}: {msg}") from None
-                self._servers.append(srv)
-                cfg.base_url = srv.base_url
+                with self._start_failure(cfg):
+                    proc = EngineProcess(engine_config(None if spec.model == "tiny" else spec.model, **kwargs), shared)
+                self._servers.append(proc)
+                starting.append((cfg, proc))
+            deadline = time.monotonic() + START_TIMEOUT_S
+            for cfg, proc in starting:
+                with self._start_failure(cfg):
+                    cfg.base_url = proc.wait_ready(deadline)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
+    @contextlib.contextmanager
+    def _start_failure(self, cfg: EndpointConfig) -> Iterator[None]:
+        """Any failure to start ``cfg``'s engine becomes one BuiltinStartError line naming the endpoint."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes one clear line
+            from reference_engine.engine_process import EngineStartError
+
+            msg = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            what = msg if isinstance(e, EngineStartError) else f"{type(e).__name__}: {msg}"
+            source = self.endpoints.sources.get(cfg.name)
+            raise BuiltinStartError(f"endpoint '{cfg.name}': the built-in engine ({source}) "
+                                    f"failed to start: {what}") from None
+
     def __exit__(self, *exc: Any) -> None:
+        for srv in self._servers:
+            srv.request_stop()
         while self._servers:
             srv = self._servers.pop()
             try:

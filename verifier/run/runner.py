@@ -27,6 +27,7 @@ import importlib.metadata
 import logging
 import platform
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,15 +41,16 @@ from verifier.http.endpoints import (
     check_keys,
     default_endpoints,
 )
-from verifier.http.redaction import URL_USERINFO_MASK, is_secret_header, redact_url
 from verifier.http.spend import EndpointLedger, build_ledgers, usd
 from verifier.kinds.logprob.fingerprint import read_profile_file
-from verifier.records import EndpointConfig, ExchangeRecord
+from verifier.records import ExchangeRecord
 from verifier.run import context_probe, format_probe
 from verifier.run.claims import check_claims
 from verifier.run.cost import PLAN_NAME, budget_stop, run_cost, with_plan
+from verifier.run.early_scoring import EarlyScorer, score_suite
 from verifier.run.errors import InputError, RunFailed
 from verifier.run.loading import LoadedSuites, load_suites, suites_to_run
+from verifier.run.manifest_endpoints import endpoints_from_manifest, manifest_endpoints
 from verifier.run.progress import Progress
 from verifier.run.protocol import RunContext, SuiteKind, suite_problems
 from verifier.run.sequential import SequentialPolicy
@@ -56,7 +58,6 @@ from verifier.run.sequential_run import SequentialSettings, draw_order, run_sequ
 from verifier.run.shard import Shard, ShardSpecError, shard_suite
 from verifier.run.store import (
     LOCK_NAME,
-    ManifestEndpoint,
     ManifestSuite,
     RecordStore,
     RunFolderBusy,
@@ -67,11 +68,11 @@ from verifier.run.store import (
     new_run_id,
 )
 from verifier.run.summary import EndpointSuiteResult, InputProblem, RunSummary, SequentialResult, StopInfo
+from verifier.run.timings import RunClock
 from verifier.run.verdict import compute_verdicts
 
 log = logging.getLogger(__name__)
 
-REDACTED = "<redacted>"
 
 @dataclass
 class RunSettings:
@@ -120,10 +121,12 @@ def execute_run(settings: RunSettings) -> RunOutcome:
     chosen until this returns.
     """
     with contextlib.ExitStack() as held:
+        clock = RunClock()
         plan = plan_run(settings, held)
         try:
-            with BuiltinServers(plan.endpoints):
-                outcome = asyncio.run(_send_and_score(plan))
+            with clock.phase("engines"):
+                held.enter_context(BuiltinServers(plan.endpoints))  # stopped before the folder lock is released
+            outcome = asyncio.run(_send_and_score(plan, clock))
         except EndpointConfigError as e:
             raise InputError(str(e)) from None
         except BuiltinStartError as e:
@@ -151,7 +154,7 @@ def plan_run(s: RunSettings, held: contextlib.ExitStack) -> RunPlan:
     """Every check that needs no network: endpoints, key env vars, suites (and, on resume, their hashes), folder."""
     resumed = _resume_manifest(s, Path(s.resume), held) if s.resume is not None else None
     if resumed is not None:
-        endpoints = _endpoints_from_manifest(resumed, s.endpoints)
+        endpoints = endpoints_from_manifest(resumed, s.endpoints)
         refs = [ms.ref for ms in resumed.suites]
     else:
         endpoints = s.endpoints if s.endpoints is not None else default_endpoints(stream=s.stream)
@@ -258,7 +261,7 @@ def _new_locked_run_dir(s: RunSettings, held: contextlib.ExitStack) -> Path:
     return run_dir
 
 
-async def _send_and_score(plan: RunPlan) -> RunOutcome:
+async def _send_and_score(plan: RunPlan, clock: RunClock) -> RunOutcome:
     """Open the clients, preflight them, write the manifest, run every suite, score: one run, in order."""
     s, endpoints = plan.settings, plan.endpoints
     clients = {e.name: EndpointClient(e, backoff_base=s.backoff_base, ledger=plan.ledgers.get(e.name))
@@ -266,7 +269,8 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
     async with contextlib.AsyncExitStack() as stack:
         for c in clients.values():
             await stack.enter_async_context(c)
-        await _preflight(clients)
+        with clock.phase("preflight"):
+            await _preflight(clients)
         manifest = _write_manifest(plan)
         store = RecordStore(plan.run_dir / "records.jsonl")
         stack.callback(store.close)
@@ -275,10 +279,13 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
                          candidates=endpoints.candidates, repeats=s.repeats, seed=s.seed, progress=progress,
                          options=kind_options(s))
         sequential: list[SequentialResult] = []
-        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential)
-        if s.probe_context:
-            await context_probe.probe_endpoints(clients, endpoints, plan.run_dir)
-        await format_probe.probe_endpoints(clients, endpoints, plan.run_dir)  # only endpoints stating response_format
+        early = EarlyScorer(store, endpoints.reference, [endpoints.reference, *endpoints.candidates])
+        failures = await _run_suites(plan.loaded, ctx, plan.recorded_settings.get("sequential"), sequential, clock,
+                                     early)
+        with clock.phase("probes"):
+            if s.probe_context:
+                await context_probe.probe_endpoints(clients, endpoints, plan.run_dir)
+            await format_probe.probe_endpoints(clients, endpoints, plan.run_dir)  # endpoints stating response_format
         failures += [c.stop.line() for c in clients.values() if c.stop.reason is not None]
         unsent = sum(c.stop.not_sent for c in clients.values())  # counted by the kinds' progress, never sent
         never_sent = unsent + store.refused_by_budget
@@ -286,6 +293,7 @@ async def _send_and_score(plan: RunPlan) -> RunOutcome:
             plan.run_dir, manifest, plan.loaded, store, reference=endpoints.reference,
             candidates=endpoints.candidates, endpoint_info=endpoints.info(), problems=plan.problems,
             failures=failures, stopped=budget_stop(plan.ledgers, store.refused_by_budget), sequential=sequential,
+            clock=clock, early=early,
             # requests never sent (a budget refusal, a stopped endpoint) were counted by their kind as failed exchanges
             settings={**_without_order(plan.recorded_settings), "progress": {"exchanges": progress.done - never_sent,
                                                                              "errors": progress.errors - never_sent,
@@ -298,7 +306,7 @@ def _write_manifest(plan: RunPlan) -> RunManifest:
     old = plan.resumed
     manifest = RunManifest(
         run_id=old.run_id if old else new_run_id(plan.run_dir), started_at=old.started_at if old else _utcnow(),
-        reference=plan.endpoints.reference, endpoints=_manifest_endpoints(plan.endpoints),
+        reference=plan.endpoints.reference, endpoints=manifest_endpoints(plan.endpoints),
         suites=[ManifestSuite(ref=ref, kind=kind.kind, manifest=suite.manifest) for ref, kind, suite in plan.loaded],
         settings=plan.recorded_settings, versions=package_versions(),
         resumed_at=(old.resumed_at + [_utcnow()]) if old else [])
@@ -307,8 +315,11 @@ def _write_manifest(plan: RunPlan) -> RunManifest:
 
 
 async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[str, Any] | None = None,
-                      decided: list[SequentialResult] | None = None) -> list[str]:
+                      decided: list[SequentialResult] | None = None, clock: RunClock | None = None,
+                      early: EarlyScorer | None = None) -> list[str]:
     """Each suite's kind sends its exchanges; one kind's crash is a failure line, the other suites still run.
+
+    With ``early``, each suite is scored on a worker thread as soon as it has sent (while the next one sends).
 
     ``sequential`` (the manifest's ``--sequential`` settings): kinds that support it send look by look and each
     candidate's decisions are appended to ``decided``.
@@ -318,6 +329,7 @@ async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[st
         ctx.progress.set_total(sum(_planned(kind, suite, ctx) for _, kind, suite in loaded))
         for ref, kind, suite in loaded:
             ctx.progress.set_label(suite.manifest.name)
+            t, done = time.perf_counter(), ctx.progress.done
             try:
                 if sequential is not None and decided is not None and supports(kind) and ctx.candidates:
                     decided += await run_sequential(kind, suite, ctx, SequentialSettings.model_validate(sequential),
@@ -329,6 +341,11 @@ async def _run_suites(loaded: LoadedSuites, ctx: RunContext, sequential: dict[st
             except Exception as e:  # noqa: BLE001 - one kind's bug must not lose the other suites' results
                 log.exception("suite %s failed", ref)
                 failures.append(f"suite '{suite.manifest.name}' failed while running: {type(e).__name__}: {e}")
+            finally:  # also after the sequential branch's `continue`
+                if clock is not None:
+                    clock.suite(suite.manifest.name, time.perf_counter() - t, ctx.progress.done - done)
+                if early is not None:
+                    early.submit(kind, suite)
     return failures
 
 
@@ -396,51 +413,6 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _manifest_endpoints(eps: EndpointSet) -> list[ManifestEndpoint]:
-    out = []
-    for e in eps.endpoints:
-        spec = eps.builtin(e.name)
-        headers = {k: (REDACTED if is_secret_header(k) else v) for k, v in e.headers.items()}
-        out.append(ManifestEndpoint(  # URL userinfo is a secret too: redacted, and --resume asks for --config
-            name=e.name, source=redact_url(eps.sources.get(e.name, e.base_url)) or "",
-            base_url=redact_url(e.base_url) or "", model=e.model,
-            api_key_env=e.api_key_env, headers=headers, extra_body=e.extra_body, rate=e.rate,
-            concurrency=e.concurrency, timeout=e.timeout, connect_timeout=e.connect_timeout,
-            write_timeout=e.write_timeout, read_timeout=e.read_timeout, max_response_bytes=e.max_response_bytes,
-            stream=e.stream, max_attempts=e.max_attempts, is_reference=e.name == eps.reference,
-            builtin=spec.as_dict() if spec else None, price=e.price, budget=e.budget, claims=e.claims))
-    return out
-
-
-def _endpoints_from_manifest(m: RunManifest, override: EndpointSet | None) -> EndpointSet:
-    """Rebuild the endpoint set for ``--resume``; secret headers must come back from the same ``--config``."""
-    if override is not None:
-        names = {e.name for e in m.endpoints}
-        if {e.name for e in override.endpoints} != names:
-            raise InputError(f"--resume: the endpoints given ({sorted(e.name for e in override.endpoints)}) "
-                             f"differ from the run's ({sorted(names)})")
-        override.reference = m.reference
-        override.endpoints.sort(key=lambda c: c.name != m.reference)
-        return override
-    configs, sources = [], {}
-    for me in m.endpoints:
-        if REDACTED in me.headers.values() or URL_USERINFO_MASK in me.base_url:
-            raise InputError(f"--resume: endpoint '{me.name}' used secret headers or URL credentials that are not "
-                             f"stored; "
-                             "pass the same --config again")
-        base = me.source if me.source.startswith("builtin:") else me.base_url
-        configs.append(EndpointConfig(name=me.name, base_url=base, model=me.model, api_key_env=me.api_key_env,
-                                      headers=me.headers, extra_body=me.extra_body, rate=me.rate,
-                                      concurrency=me.concurrency, timeout=me.timeout,
-                                      connect_timeout=me.connect_timeout, write_timeout=me.write_timeout,
-                                      read_timeout=me.read_timeout, max_response_bytes=me.max_response_bytes,
-                                      stream=me.stream, max_attempts=me.max_attempts, price=me.price,
-                                      budget=me.budget, claims=me.claims))
-        sources[me.name] = me.source
-    configs.sort(key=lambda c: c.name != m.reference)
-    return EndpointSet(configs, m.reference, sources)
-
-
 def kind_options(s: RunSettings) -> dict[str, Any]:
     opts = dict(s.options)
     opts.setdefault("limit", s.limit)
@@ -491,32 +463,33 @@ def _fingerprint_option(s: RunSettings, endpoints: EndpointSet) -> None:
 
 def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store: RecordStore, *,
                reference: str, candidates: list[str], endpoint_info: list[Any], problems: list[InputProblem],
-               failures: list[str], settings: dict[str, Any],
-               stopped: StopInfo | None = None,
-               sequential: list[SequentialResult] | None = None) -> tuple[RunSummary, list[str]]:
+               failures: list[str], settings: dict[str, Any], stopped: StopInfo | None = None,
+               sequential: list[SequentialResult] | None = None, clock: RunClock | None = None,
+               early: EarlyScorer | None = None) -> tuple[RunSummary, list[str]]:
     """Score every suite from ``store``, write ``summary.json`` and close the manifest (completed/failed).
 
     Shared by ``verifier run`` and ``verifier merge`` (verifier/run/merge.py), so a merged run is scored by exactly
     the code that scores a whole one. Appends scoring failures to ``failures``; returns the summary and the
-    duplicate-record warnings.
+    duplicate-record warnings. ``clock``: the run's stopwatch; its timings (scoring included) go into the summary.
+    ``early``: the suites already scored (or being scored) while the run sent; the others are scored here.
     """
+    scoring_started = time.perf_counter()
     run_id, started = manifest.run_id, manifest.started_at
     results: list[EndpointSuiteResult] = []
     eps = [reference, *candidates]
     ok_by_endpoint = {n: [0, 0] for n in eps}
     every_record: list[ExchangeRecord] = []
-    for ref, kind, suite in loaded:
+    for _, kind, suite in loaded:
         records = store.read(suite=suite.manifest.name)
         every_record += records
         for r in records:
             if r.endpoint in ok_by_endpoint:
                 ok_by_endpoint[r.endpoint][0] += r.ok
                 ok_by_endpoint[r.endpoint][1] += 1
-        try:
-            results += kind.score(suite, records, reference, eps)
-        except Exception as e:  # noqa: BLE001 - a scoring bug is reported, other suites still scored
-            log.exception("scoring %s failed", ref)
-            failures.append(f"suite '{suite.manifest.name}' failed while scoring: {type(e).__name__}: {e}")
+        score = (early.take(suite.manifest.name) if early is not None else None) \
+            or score_suite(kind, suite, records, reference, eps)
+        results += score.results
+        failures += [score.failure] if score.failure else []
     for name, (ok, total) in ok_by_endpoint.items():
         said = any(f.startswith(f"endpoint '{name}': ") for f in failures)  # e.g. stopped: its line says why
         if total and not ok and not said:
@@ -536,6 +509,9 @@ def finish_run(run_dir: Path, manifest: RunManifest, loaded: LoadedSuites, store
         settings=settings, sequential=sequential or [])
     summary.claims = _claims(summary, run_dir)
     summary.verdicts = _verdicts(summary)
+    if clock is not None:
+        clock.add("scoring", time.perf_counter() - scoring_started)
+        summary.timings = clock.timings()
     write_summary(run_dir, summary)
     manifest.finished_at = finished
     manifest.status = "failed" if failures else "completed"

@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field, ValidationError
 from verifier.records import Interval, Price, StatedClaims, SuiteManifest
 
 #: 1.1 adds ``verdicts`` (additive: a 1.0 reader ignores it, a 1.1 reader reads 1.0 files with none);
-#: ``cost``, ``stopped`` and each endpoint's ``price`` / ``budget`` came later, additively (absent in older files).
+#: ``cost``, ``stopped``, ``timings`` and each endpoint's ``price`` / ``budget`` came later, additively (absent in
+#: older files).
 SCHEMA_VERSION = "1.1"
 
 
@@ -250,6 +251,31 @@ class SequentialResult(BaseModel):
     headlines: list[SequentialHeadline] = Field(default_factory=list)
 
 
+class SuiteTiming(BaseModel):
+    """One suite's sending: wall seconds from its first request to its last reply, and the exchanges it made."""
+
+    suite: str
+    seconds: float
+    exchanges: int
+
+
+class RunTimings(BaseModel):
+    """Where a run's wall time went, in seconds, so a slow run can be explained (``benchmarks/default_run.py``).
+
+    Measured by the runner; the time before it (imports, argument parsing) and after it (history index, report,
+    exit) is what a caller measures around ``started_unix`` and ``finished_unix``. Wall clock, not CPU: the phases
+    of a run on a busy machine take longer, so compare runs made under the same conditions.
+    """
+
+    started_unix: float  # the runner began: inputs checked from here
+    finished_unix: float  # scored, just before summary.json is written
+    engines_s: float = 0.0  # starting the built-in engines until all answer (0 without built-ins)
+    preflight_s: float = 0.0  # every endpoint reachable, key accepted, model served
+    suites: list[SuiteTiming] = Field(default_factory=list)  # in the order they ran
+    probes_s: float = 0.0  # context and response-format probes after the suites
+    scoring_s: float = 0.0  # scoring after the last suite: verdicts, claims, and what early scoring had not done
+
+
 class RunSummary(BaseModel):
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -270,6 +296,7 @@ class RunSummary(BaseModel):
     stopped: StopInfo | None = None
     claims: dict[str, list[ClaimCheck]] = Field(default_factory=dict)  # endpoint -> its stated claims, checked
     sequential: list[SequentialResult] = Field(default_factory=list)  # ``--sequential``: decisions per candidate
+    timings: RunTimings | None = None  # where the wall time went (None for a merged run, and in older files)
 
     @classmethod
     def read(cls, run_dir: Path) -> RunSummary:

@@ -1,0 +1,95 @@
+"""Engines in their own processes (``builtin:`` endpoints): shared reads per weight format, same answers as an engine
+in this process, one-line failures, and the relay that hands engine events to the server's loop in order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import httpx
+import pytest
+
+from reference_engine.engine_process import EngineProcess, EngineStartError, SharedLoads
+from reference_engine.launch import engine_config, start_server
+from reference_engine.relay import EventRelay
+
+CHAT = {"messages": [{"role": "user", "content": "What is the weather in Paris?"}], "max_tokens": 12,
+        "temperature": 0}
+
+
+def _chat(base_url: str, model: str) -> dict:
+    r = httpx.post(f"{base_url}/chat/completions", json={**CHAT, "model": model}, timeout=120)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_engines_of_one_weight_format_share_one_read_and_answer_as_in_process(llama_ckpt):
+    shared = SharedLoads()
+    configs = [engine_config(llama_ckpt, kv_dtype=kv, decode_weights=dw)
+               for kv, dw in (("bf16", None), ("fp8", None), ("bf16", "int4"))]
+    assert shared.get(configs[0]) is shared.get(configs[1])  # KV options only: one read
+    assert shared.get(configs[2]) is not shared.get(configs[0])  # another decode format: its own weights
+    assert shared.get(configs[2]).tokenizer is shared.get(configs[0]).tokenizer  # one tokenizer per checkpoint
+    procs = [EngineProcess(c, shared) for c in configs]
+    try:
+        urls = [p.wait_ready(time.monotonic() + 120) for p in procs]
+        assert all(p._process.pid != os.getpid() and p._process.is_alive() for p in procs)
+        answers = [_chat(u, c.served_model_name or "") for u, c in zip(urls, configs)]
+    finally:
+        for p in procs:
+            p.stop()
+    assert not any(p._process.is_alive() for p in procs)
+    for config, answer in zip(configs, answers):  # greedy: token for token what the same engine says in-process
+        with start_server(llama_ckpt, kv_dtype=config.kv_dtype, decode_weights=config.decode_weights) as srv:
+            here = _chat(srv.base_url, srv.model)
+        assert answer["choices"][0]["message"] == here["choices"][0]["message"]
+        assert answer["usage"]["completion_tokens"] == here["usage"]["completion_tokens"]
+
+
+def test_an_engine_that_cannot_start_in_its_process_says_why_in_one_line(llama_ckpt):
+    proc = EngineProcess(engine_config(llama_ckpt, kv_budget_bytes=1), SharedLoads())
+    try:
+        with pytest.raises(EngineStartError) as err:
+            proc.wait_ready(time.monotonic() + 120)
+    finally:
+        proc.stop()
+    text = str(err.value)
+    assert text.startswith("ValueError: KV budget of 1 bytes") and "\n" not in text
+
+
+def test_relay_hands_every_event_over_in_order_with_few_wakeups():
+    async def main() -> tuple[list[list[int]], int]:
+        loop = asyncio.get_running_loop()
+        relay = EventRelay(loop)
+        wakeups = 0
+        drain = relay._drain
+
+        def counted() -> None:
+            nonlocal wakeups
+            wakeups += 1
+            drain()
+
+        relay._drain = counted  # type: ignore[method-assign]
+        queues: list[asyncio.Queue] = [asyncio.Queue() for _ in range(3)]
+        n = 3000
+
+        def engine() -> None:  # another thread, as the engine's loop is
+            for i in range(n):
+                relay.put(queues[i % 3], i)
+                if i % 500 == 0:
+                    time.sleep(0.01)
+
+        t = threading.Thread(target=engine)
+        t.start()
+        got: list[list[int]] = [[], [], []]
+        for k, q in enumerate(queues):
+            while len(got[k]) < n // 3:
+                got[k].append(await asyncio.wait_for(q.get(), 30))
+        t.join()
+        return got, wakeups
+
+    got, wakeups = asyncio.run(main())
+    assert got == [list(range(k, 3000, 3)) for k in range(3)]
+    assert wakeups < 3000  # batched: far fewer loop wake-ups than events
