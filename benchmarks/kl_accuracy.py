@@ -103,8 +103,9 @@ def _k3_coverage(ref: np.ndarray, cand: np.ndarray, seq: np.ndarray, exact: np.n
         x = np.searchsorted(flat, rng.random(n) + rows, side="right") - rows * vocab
         x = np.clip(x, 0, vocab - 1)
         k3 = sampled_kl(ref[rows, x], cand[rows, x]).k3
-        iv = cluster_mean_interval(k3, seq, n_boot=999, seed=i, min_clusters=2)
+        iv = cluster_mean_interval(k3, seq, n_boot=999, seed=i, min_clusters=2, log_scale=True)  # as KL ships
         estimates.append(iv.value)
+        assert iv.low is not None and iv.high is not None  # min_clusters=2: an interval always
         cover += iv.low <= truth <= iv.high
     est = np.asarray(estimates)
     groups = int(np.unique(seq).size)

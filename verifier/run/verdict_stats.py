@@ -2,7 +2,7 @@
 
 Why from intervals: every headline difference in ``summary.json`` comes with its own 95% interval, computed by the
 method that suits its unit (Newcombe for paired proportions, cluster-robust t across scenarios, bootstrap over
-sequences for KL). Reading the tests off those intervals keeps one source of truth and lets any summary be judged
+prompts for KL). Reading the tests off those intervals keeps one source of truth and lets any summary be judged
 again. Each test uses the half of the interval that faces the bound it is tested against (the intervals are often
 asymmetric near 0 and 1), with the normal approximation ``se = half-width / 1.96``.
 

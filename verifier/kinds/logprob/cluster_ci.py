@@ -69,7 +69,7 @@ def bootstrap_t_bounds(sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 19
     m_b = s_b.sum(axis=1) / c_b.sum(axis=1)
     u_b = (s_b - m_b[:, None] * c_b) / c_b.mean(axis=1)[:, None]
     se_b = np.sqrt(u_b.var(axis=1, ddof=1) / g)
-    ok = se_b > 0
+    ok = se_b > 1e-12 * np.abs(m_b)  # a resample of identical clusters has no spread (only rounding) to studentize
     if se <= 0 or not ok.any():
         # every sequence has the same mean: no spread to studentize; fall back to the resampled range
         return m, float(m_b.min()), float(m_b.max())
@@ -85,8 +85,9 @@ def bootstrap_t_bounds(sums: np.ndarray, counts: np.ndarray, *, n_boot: int = 19
     t_abs = float(np.quantile(np.abs(t), confidence))
     low = min(theta - float(t_hi) * se_t, theta - t_abs * se_t)
     high = max(theta - float(t_lo) * se_t, theta + t_abs * se_t)
-    if log_scale:
-        return m, float(np.exp(low)), float(np.exp(high))
+    if log_scale:  # a near-degenerate resample can make t huge: keep the bound finite (it then says nothing anyway)
+        top = float(np.log(np.finfo(np.float64).max)) - 1.0
+        return m, float(np.exp(min(low, top))), float(np.exp(min(high, top)))
     return m, low, high
 
 
