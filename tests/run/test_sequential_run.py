@@ -52,7 +52,8 @@ def test_sequential_run_stops_each_candidate_early_and_resume_is_exact(tmp_path,
                                                     "trigger_f1": "consistent", "argument_agreement": "differs"}
     assert heads["schema_accuracy"].settled_at == 50  # half its calls invalid: differs at the first look
     assert heads["argument_agreement"].settled_at == 50  # half its arguments changed, the floor at 1
-    assert seq["bad"].settled and seq["bad"].cases == heads["trigger_f1"].settled_at < 300  # the last one to settle
+    last = heads["trigger_f1"].settled_at  # the last one to settle
+    assert seq["bad"].settled and last is not None and seq["bad"].cases == last < 300
     assert f"SEQUENTIAL weather / bad: settled after {seq['bad'].cases} of 300 cases: schema_accuracy differs" in \
         res.output
     assert seq["twin"].settled and seq["twin"].cases < 300
