@@ -11,8 +11,9 @@ n = 2,000:
   (:class:`verifier.testing.sequential_sim.FamilyModel`), in four blocks: a sampling reference (15 % of the cases
   ambiguous about calling, 30 % about arguments) or a deterministic one (its second answers equal its first:
   floor 1), answering 10 % of the cases twice (the run's default share) or 50 %. Bonferroni over the
-  four headlines, as the runner does. An endpoint stops at the first look where all four are settled; its status
-  is ``differs`` if any headline is, ``consistent`` if all are.
+  four headlines, as the runner does. An endpoint stops at the first look where its verdict is settled (a headline
+  ``differs``, or all four are ``consistent``); its status is ``differs`` if any headline is, ``consistent`` if all
+  are.
 
 Settings (shift of the candidate, in points, on schema accuracy, trigger F1 and argument agreement; forced-call
 success, where any drop is material, moves only in "clearly different"):

@@ -132,3 +132,22 @@ def test_floor_headline_waits_for_the_floors_minimum_of_units() -> None:
     floor = RatioUnits(np.ones(29), np.ones(29), pos[:29] * 60)
     j = judge_floor_headline(FloorHeadlineUnits("trigger_f1", cand, floor), policy, 4, LOOKS)
     assert j.status == "open" and j.units == 29
+
+
+def test_a_clearly_different_candidate_stops_at_its_first_differs_with_the_floor_metrics_still_open() -> None:
+    """A 10-point schema drop is `differs` within a few looks; the verdict cannot change after that, so the endpoint
+    stops there even though trigger F1 and argument agreement (10 % floor) are still open. Before the rule stopped
+    at the first differs, such a candidate ran all 2,000 cases."""
+    policy, rng = SequentialPolicy.from_verdict(), np.random.default_rng(11)
+    looks = look_schedule(2000, 50, 2000)
+    used = []
+    for _ in range(20):
+        at, heads = judge_endpoint(FamilyModel(shifts={"schema_accuracy": -0.10}).draw(2000, rng), policy, looks)
+        by = {h.metric: h for h in heads}
+        assert at is not None and by["schema_accuracy"].status == "differs"
+        assert at == min(h.settled_at for h in heads if h.status == "differs" and h.settled_at is not None)
+        used.append(at)
+    assert max(used) < 2000 and np.mean(used) < 1000
+    rng = np.random.default_rng(12)
+    at, heads = judge_endpoint(FamilyModel(shifts={}).draw(2000, rng), policy, looks)
+    assert all(h.status != "differs" for h in heads)  # a twin is never stopped by a differs

@@ -48,11 +48,12 @@ def test_sequential_run_stops_each_candidate_early_and_resume_is_exact(tmp_path,
     # every case answered twice by the reference (share 1), so trigger F1 and argument agreement, judged against its
     # floor, can settle inside the 300-case suite (with the default 10 % their 30 floor cases come too late)
     heads = {h.metric: h for h in seq["bad"].headlines}
-    assert {m: h.status for m, h in heads.items()} == {"schema_accuracy": "differs", "forced_call_success": "differs",
-                                                    "trigger_f1": "consistent", "argument_agreement": "differs"}
+    # the first differs settles the verdict: the candidate stops at the first look, whatever is still open then
+    assert heads["schema_accuracy"].status == "differs" and heads["argument_agreement"].status == "differs"
     assert heads["schema_accuracy"].settled_at == 50  # half its calls invalid: differs at the first look
     assert heads["argument_agreement"].settled_at == 50  # half its arguments changed, the floor at 1
-    assert seq["bad"].settled and seq["bad"].cases == heads["trigger_f1"].settled_at < 300  # the last one to settle
+    assert {h.status for h in heads.values()} <= {"differs", "open"}
+    assert seq["bad"].settled and seq["bad"].cases == 50
     assert f"SEQUENTIAL weather / bad: settled after {seq['bad'].cases} of 300 cases: schema_accuracy differs" in \
         res.output
     assert seq["twin"].settled and seq["twin"].cases < 300

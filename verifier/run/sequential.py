@@ -16,8 +16,9 @@ run's seeded case order (so every prefix is a random sample of the suite). At ea
 Trigger F1 and argument agreement are judged against the reference's own floor (its second answers to a share of
 the cases): :mod:`verifier.run.sequential_floor`, the same margins and levels on a union of two confidence
 sequences. A decision is the first look where one of these happens, and it is kept: the runner stops an endpoint at the
-first look where every headline is settled. Everything is a pure function of the ordered units and the look
-schedule, so ``--resume`` replays the same decisions and stops at the same case.
+first look where its verdict is settled (a headline ``differs``, or every headline is ``consistent``). Everything
+is a pure function of the ordered units and the look schedule, so ``--resume`` replays the same decisions and stops
+at the same case.
 """
 
 from __future__ import annotations
@@ -135,14 +136,20 @@ def judge_any(h: HeadlineUnits | FloorHeadlineUnits, policy: SequentialPolicy, k
 
 def judge_endpoint(headlines: Sequence[HeadlineUnits | FloorHeadlineUnits], policy: SequentialPolicy,
                    looks: Sequence[int]) -> tuple[int | None, list[SequentialHeadline]]:
-    """Each headline's decision, and the look (cases sent) at which every one was settled (None: not yet).
+    """Each headline's decision, and the look (cases sent) at which the endpoint's verdict was settled (None: not yet).
 
+    The verdict is settled at the first look where a headline ``differs`` (a kept decision at ``alpha / k``: no later
+    case can make the endpoint anything but ``differs``, so the cases still to come would buy nothing), or else at
+    the look where every headline is ``consistent``. Headlines still open at a ``differs`` stop stay ``open``.
     ``k``, the Bonferroni count of the differs level, is every headline of the endpoint, floor-judged ones included.
     An endpoint with no headline at all (nothing measurable yet) is never settled.
     """
     if not looks:
         return None, [SequentialHeadline(metric=h.metric, status="open", units=0) for h in headlines]
     judged = [judge_any(h, policy, len(headlines), looks) for h in headlines]
+    differs_at = [j.settled_at for j in judged if j.status == "differs" and j.settled_at is not None]
+    if differs_at:
+        return min(differs_at), judged
     if not judged or any(j.settled_at is None for j in judged):
         return None, judged
     return max(j.settled_at or 0 for j in judged), judged
