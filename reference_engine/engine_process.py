@@ -9,9 +9,9 @@ Why forked (Linux), and what is shared: a child forked from the run inherits wha
 (torch and the server, about 2 s of CPU per child otherwise) and the tokenizer and weights the run read once per
 checkpoint and weight format (:class:`SharedLoads`), copy-on-write. Two rules keep forking safe: the run reads
 the weights with one intra-op thread, so it never starts an OpenMP pool (a forked child that uses its parent's
-pool hangs), and only engines that run single-threaded themselves are forked (a small CPU model, the engine's
-own default: :func:`reference_engine.engine.one_intra_op_thread`). Any other engine, and every engine off Linux,
-is a spawned child that imports and reads its own.
+pool hangs), and only CPU engines that run single-threaded themselves are forked (a small model, the engine's own
+default: :func:`reference_engine.engine.one_intra_op_thread`). Any other engine (a GPU one too: CUDA does not
+survive a fork), and every engine off Linux, is a spawned child that imports and reads its own.
 
 The child reports its port (or the one-line reason it could not start) on a pipe, then serves until the run sends
 "stop" or goes away: it dies with the run (Linux's parent-death signal), and ignores Ctrl-C, which the terminal
@@ -101,8 +101,9 @@ class EngineProcess:
 
     def __init__(self, config: EngineConfig, shared: SharedLoads) -> None:
         self.config = config
-        loaded = shared.get(config)  # read in the run: a missing checkpoint fails here, before any process starts
-        fork = sys.platform.startswith("linux") and one_intra_op_thread(config, loaded.model)
+        fork = sys.platform.startswith("linux") and config.device == "cpu"
+        loaded = shared.get(config) if fork else None  # a missing checkpoint fails here, before a process starts
+        fork = fork and loaded is not None and one_intra_op_thread(config, loaded.model)
         ctx = multiprocessing.get_context("fork" if fork else "spawn")
         self._conn, child_conn = ctx.Pipe()
         self._process: BaseProcess = ctx.Process(  # type: ignore[attr-defined]

@@ -93,3 +93,16 @@ def test_relay_hands_every_event_over_in_order_with_few_wakeups():
     got, wakeups = asyncio.run(main())
     assert got == [list(range(k, 3000, 3)) for k in range(3)]
     assert wakeups < 3000  # batched: far fewer loop wake-ups than events
+
+
+@pytest.mark.slow
+def test_an_engine_that_runs_multithreaded_is_spawned_and_still_serves(llama_ckpt):
+    """A forked child cannot use an OpenMP pool its parent started (it hangs): such engines are spawned instead."""
+    proc = EngineProcess(engine_config(llama_ckpt, threads=2), SharedLoads())
+    try:
+        assert type(proc._process).__name__ == "SpawnProcess"
+        url = proc.wait_ready(time.monotonic() + 120)
+        assert httpx.get(f"{url}/models", timeout=30).json()["data"][0]["id"] == llama_ckpt.name
+    finally:
+        proc.stop()
+    assert not proc._process.is_alive()
