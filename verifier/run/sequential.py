@@ -25,18 +25,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from verifier.run.sequential_floor import FloorHeadlineUnits, judge_floor_headline
+from verifier.run.sequential_policy import SequentialPolicy
 from verifier.run.summary import SequentialHeadline
-from verifier.run.verdict import VerdictPolicy
 from verifier.stats.sequential import anytime_p, betting_cs, betting_log_capital, mcnemar_mixture_e
 
-#: Metrics where any shown difference matters, margin or not (a provider's forced calls failing).
-ALWAYS_MATERIAL: frozenset[str] = frozenset({"forced_call_success"})
-MIN_UNITS = 10  # below this a headline is not testable (issue 38), so it never settles
 LOOK_EVERY = 50
 
 
@@ -47,29 +44,6 @@ class HeadlineUnits:
     metric: str
     units: np.ndarray  # candidate minus reference, per case, in [-1, 1]
     positions: np.ndarray  # position of each unit's case in the run's case order (ascending)
-
-
-@dataclass
-class SequentialPolicy:
-    """The fixed-n verdict's error rate and margins (``VerdictPolicy``), and the sequential-only settings."""
-
-    alpha: float
-    margins: dict[str, float]
-    always_material: frozenset[str] = ALWAYS_MATERIAL
-    min_units: int = MIN_UNITS  # for a metric the verdict policy names no minimum for
-    min_units_by_metric: dict[str, int] = field(default_factory=dict)  # the verdict policy's ``min_units``
-
-    @classmethod
-    def from_verdict(cls, policy: VerdictPolicy | None = None) -> SequentialPolicy:
-        """The verdict policy's alpha, margins, material metrics and per-metric minimum of units: a sequential
-        decision never settles a headline the fixed-n verdict would call not testable."""
-        p = policy or VerdictPolicy()
-        return cls(alpha=p.alpha, margins=dict(p.margins), always_material=frozenset(p.material),
-                   min_units_by_metric=dict(p.min_units))
-
-    def units_needed(self, metric: str) -> int:
-        """Fewer units than this never settle ``metric``."""
-        return max(1, self.min_units_by_metric.get(metric, self.min_units))
 
 
 def look_schedule(sent: int, look_every: int, total: int) -> list[int]:

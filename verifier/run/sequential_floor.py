@@ -38,15 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from verifier.run.sequential_policy import SequentialPolicy
 from verifier.run.summary import SequentialHeadline
 from verifier.stats.ratio_cs import counts_at, ratio_bounds, running, stack
-
-if TYPE_CHECKING:
-    from verifier.run.sequential import SequentialPolicy
 
 #: Metrics judged against the reference's floor (both in the sequential set since issue 40's follow-up).
 FLOOR_METRICS: tuple[str, ...] = ("trigger_f1", "argument_agreement")
