@@ -134,9 +134,13 @@ def _piece(job: tuple[str, int, str, int, int]) -> tuple[tuple[str, int, str, in
     return job, rows, time.process_time() - t0
 
 
-def _load(path: Path | None) -> dict[tuple[str, int, str, int, int], list[Row]]:
+def _load(paths: list[Path]) -> dict[tuple[str, int, str, int, int], list[Row]]:
+    """Finished pieces from every file (a piece is keyed by its cell, index and size, so the same piece run by two
+    invocations is the same simulations, read once)."""
     done: dict[tuple[str, int, str, int, int], list[Row]] = {}
-    if path is not None and path.exists():
+    for path in paths:
+        if not path.exists():
+            continue
         for line in path.read_text().splitlines():
             d = json.loads(line)
             done[(d["metric"], d["n"], d["condition"], d["piece"], d["sims"])] = [tuple(r) for r in d["rows"]]
@@ -184,7 +188,9 @@ def main() -> None:
     ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk", type=int, default=50, help="simulations per piece (one round = one piece per cell)")
-    ap.add_argument("--save", type=Path, help="JSON lines of finished pieces: appended, and skipped when rerun")
+    ap.add_argument("--save", type=Path, nargs="+", default=[],
+                    help="JSON lines of finished pieces: appended to the first file; pieces in any of them are skipped "
+                         "(and counted in the table)")
     ap.add_argument("--deadline", help="HH:MM UTC: start no new piece after it (the table covers what finished)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --save, simulate nothing")
     ap.add_argument("--extra", nargs="*", default=[], metavar="METRIC:SHARE@N",
@@ -218,8 +224,8 @@ def main() -> None:
                     job, rows, used = f.result()
                     cpu += used
                     done[job] = rows
-                    if a.save is not None:
-                        with a.save.open("a") as fh:
+                    if a.save:
+                        with a.save[0].open("a") as fh:
                             fh.write(json.dumps({"metric": job[0], "n": job[1], "condition": job[2], "piece": job[3],
                                                  "sims": job[4], "rows": rows, "cpu_s": round(used, 1)}) + "\n")
                             fh.flush()
