@@ -193,6 +193,8 @@ def main() -> None:
                          "(and counted in the table)")
     ap.add_argument("--deadline", help="HH:MM UTC: start no new piece after it (the table covers what finished)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --save, simulate nothing")
+    ap.add_argument("--from-piece", type=int, default=0,
+                    help="run only pieces with this index or later (a second invocation beside a running one)")
     ap.add_argument("--extra", nargs="*", default=[], metavar="METRIC:SHARE@N",
                     help="extra rows at one size, e.g. trigger_f1:0.5@2000 (a larger reference repeat share)")
     ap.add_argument("--extra-sims", type=int, default=200, help="simulations per cell of the --extra rows")
@@ -208,7 +210,7 @@ def main() -> None:
             for m, n, sims in [(m, n, a.sims) for n in a.sizes for m in a.metrics]
             + [(m, n, a.extra_sims) for m, n in extras]
             for c in a.conditions if sims - k * a.chunk > 0]
-    todo = [j for j in jobs if j not in done]
+    todo = [j for j in jobs if j not in done and j[3] >= a.from_piece]
     t0, cpu = time.time(), 0.0
     if todo and not a.table_only:
         with ProcessPoolExecutor(a.workers) as pool:
