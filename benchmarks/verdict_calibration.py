@@ -6,7 +6,8 @@ as the runner writes ExchangeRecords, scored by ``score_toolcall`` / the agent `
 
 * A/A: the candidate answers like the reference; how often the metric (and the verdict) says ``differs``;
 * at the margin: the true difference equals the margin; how often the metric says ``consistent``;
-* at 2x the margin: how often the metric says ``differs`` (power).
+* at 2x the margin: how often the metric says ``differs`` (power);
+* and, last column, how often the A/A twin is shown ``consistent`` (the equivalence test's power).
 
 Goal: both error rates at most alpha (0.05), power at least 80 % at n = 2,000. The worlds (stated so a reader can
 check them; "delta" is 0, the margin or twice the margin, toward "worse"):
@@ -160,13 +161,13 @@ def table(done: dict[tuple[str, int, str, int, int], list[Row]], metrics: list[s
         cells.setdefault((metric, n, c), []).extend(rows)
     lines = [f"alpha = {POLICY.alpha}; margins {POLICY.margins}; denominators per cell in brackets\n",
              "| metric | n | A/A false differs: metric / verdict | false consistent at the margin | "
-             "power at 2x margin (differs) |", "|---|---|---|---|---|"]
+             "power at 2x margin (differs) | A/A shown consistent (metric) |", "|---|---|---|---|---|---|"]
     for metric in metrics:
         for n in sizes:
             aa, at, tw = (cells.get((metric, n, c), []) for c in CONDITIONS)
             label = f"{n} ({n // 10} seq)" if _spec(metric)[0] == "kl_mean" else str(n)
             lines.append(f"| {metric} | {label} | {_share(aa, 'differs')} / {_share(aa, 'differs', True)} | "
-                         f"{_share(at, 'consistent')} | {_share(tw, 'differs')} |")
+                         f"{_share(at, 'consistent')} | {_share(tw, 'differs')} | {_share(aa, 'consistent')} |")
     return "\n".join(lines)
 
 
