@@ -6,7 +6,8 @@ as the runner writes ExchangeRecords, scored by ``score_toolcall`` / the agent `
 
 * A/A: the candidate answers like the reference; how often the metric (and the verdict) says ``differs``;
 * at the margin: the true difference equals the margin; how often the metric says ``consistent``;
-* at 2x the margin: how often the metric says ``differs`` (power).
+* at 2x the margin: how often the metric says ``differs`` (power);
+* and, last column, how often the A/A twin is shown ``consistent`` (the equivalence test's power).
 
 Goal: both error rates at most alpha (0.05), power at least 80 % at n = 2,000. The worlds (stated so a reader can
 check them; "delta" is 0, the margin or twice the margin, toward "worse"):
@@ -134,9 +135,13 @@ def _piece(job: tuple[str, int, str, int, int]) -> tuple[tuple[str, int, str, in
     return job, rows, time.process_time() - t0
 
 
-def _load(path: Path | None) -> dict[tuple[str, int, str, int, int], list[Row]]:
+def _load(paths: list[Path]) -> dict[tuple[str, int, str, int, int], list[Row]]:
+    """Finished pieces from every file (a piece is keyed by its cell, index and size, so the same piece run by two
+    invocations is the same simulations, read once)."""
     done: dict[tuple[str, int, str, int, int], list[Row]] = {}
-    if path is not None and path.exists():
+    for path in paths:
+        if not path.exists():
+            continue
         for line in path.read_text().splitlines():
             d = json.loads(line)
             done[(d["metric"], d["n"], d["condition"], d["piece"], d["sims"])] = [tuple(r) for r in d["rows"]]
@@ -156,13 +161,13 @@ def table(done: dict[tuple[str, int, str, int, int], list[Row]], metrics: list[s
         cells.setdefault((metric, n, c), []).extend(rows)
     lines = [f"alpha = {POLICY.alpha}; margins {POLICY.margins}; denominators per cell in brackets\n",
              "| metric | n | A/A false differs: metric / verdict | false consistent at the margin | "
-             "power at 2x margin (differs) |", "|---|---|---|---|---|"]
+             "power at 2x margin (differs) | A/A shown consistent (metric) |", "|---|---|---|---|---|---|"]
     for metric in metrics:
         for n in sizes:
             aa, at, tw = (cells.get((metric, n, c), []) for c in CONDITIONS)
             label = f"{n} ({n // 10} seq)" if _spec(metric)[0] == "kl_mean" else str(n)
             lines.append(f"| {metric} | {label} | {_share(aa, 'differs')} / {_share(aa, 'differs', True)} | "
-                         f"{_share(at, 'consistent')} | {_share(tw, 'differs')} |")
+                         f"{_share(at, 'consistent')} | {_share(tw, 'differs')} | {_share(aa, 'consistent')} |")
     return "\n".join(lines)
 
 
@@ -184,9 +189,13 @@ def main() -> None:
     ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk", type=int, default=50, help="simulations per piece (one round = one piece per cell)")
-    ap.add_argument("--save", type=Path, help="JSON lines of finished pieces: appended, and skipped when rerun")
+    ap.add_argument("--save", type=Path, nargs="+", default=[],
+                    help="JSON lines of finished pieces: appended to the first file; pieces in any of them are skipped "
+                         "(and counted in the table)")
     ap.add_argument("--deadline", help="HH:MM UTC: start no new piece after it (the table covers what finished)")
     ap.add_argument("--table-only", action="store_true", help="print the table from --save, simulate nothing")
+    ap.add_argument("--from-piece", type=int, default=0,
+                    help="run only pieces with this index or later (a second invocation beside a running one)")
     ap.add_argument("--extra", nargs="*", default=[], metavar="METRIC:SHARE@N",
                     help="extra rows at one size, e.g. trigger_f1:0.5@2000 (a larger reference repeat share)")
     ap.add_argument("--extra-sims", type=int, default=200, help="simulations per cell of the --extra rows")
@@ -202,7 +211,7 @@ def main() -> None:
             for m, n, sims in [(m, n, a.sims) for n in a.sizes for m in a.metrics]
             + [(m, n, a.extra_sims) for m, n in extras]
             for c in a.conditions if sims - k * a.chunk > 0]
-    todo = [j for j in jobs if j not in done]
+    todo = [j for j in jobs if j not in done and j[3] >= a.from_piece]
     t0, cpu = time.time(), 0.0
     if todo and not a.table_only:
         with ProcessPoolExecutor(a.workers) as pool:
@@ -218,8 +227,8 @@ def main() -> None:
                     job, rows, used = f.result()
                     cpu += used
                     done[job] = rows
-                    if a.save is not None:
-                        with a.save.open("a") as fh:
+                    if a.save:
+                        with a.save[0].open("a") as fh:
                             fh.write(json.dumps({"metric": job[0], "n": job[1], "condition": job[2], "piece": job[3],
                                                  "sims": job[4], "rows": rows, "cpu_s": round(used, 1)}) + "\n")
                             fh.flush()
