@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.kernels.torch_ops import DecodePlan
+from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention
 
 CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
 
@@ -93,14 +93,4 @@ class DenseKV:
                 k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)
             k_t[plan.rows, :, :, plan.last] = k
             vb[plan.rows, :, plan.last] = v
-        scores = torch.matmul(q.reshape(b, kvh, h // kvh, d), k_t[..., :length]).mul_(scale)  # [B, KVH, G, L]
-        if scores.dtype != torch.float32:
-            scores = scores.float()
-        scores.masked_fill_(plan.hidden, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        if probs.dtype != vb.dtype:
-            probs = probs.to(vb.dtype)
-        out = torch.matmul(probs, vb[:, :, :length]).reshape(b, h, d)
-        if plan.any_mismatch:
-            out = out.masked_fill(plan.mismatch[:, None, None], 0.0)
-        return out
+        return grouped_decode_attention(q, k_t[..., :length], vb[:, :, :length], plan, scale)

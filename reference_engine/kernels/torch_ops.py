@@ -85,7 +85,6 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
     b, h, d = q.shape
     idx = plan.page_idx
     kvh = k_pages.shape[2]
-    group = h // kvh
     # index_select, not k_pages[idx]: the same copy, 4-6x faster on CPU (measured at B = 8 and 32)
     k = k_pages.index_select(0, idx).view(b, -1, *k_pages.shape[1:])    # [B, P, page, KVH, D]
     v = v_pages.index_select(0, idx).view(b, -1, *v_pages.shape[1:])
@@ -97,8 +96,20 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
         v = v.to(q.dtype)
     k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1)          # [B, KVH, D, L]
     v = v.reshape(b, -1, kvh, d).transpose(1, 2)              # [B, KVH, L, D]
-    # grouped-query attention without expanding K/V: the G query heads of a KV head share one matmul
-    scores = torch.matmul(q.reshape(b, kvh, group, d), k) * scale          # [B, KVH, G, L]
+    return grouped_decode_attention(q, k, v, plan, scale)
+
+
+def grouped_decode_attention(q: torch.Tensor, k_t: torch.Tensor, v: torch.Tensor, plan: DecodePlan,
+                             scale: float) -> torch.Tensor:
+    """One query token per sequence against gathered K (transposed, [B, KVH, D, L]) and V ([B, KVH, L, D]).
+
+    Shared by the page gather above and the dense per-batch K/V (``reference_engine/dense_kv.py``), so both paths
+    compute the same ops in the same order (their outputs are compared bit for bit). Grouped-query attention without
+    expanding K/V: the G query heads of a KV head share one matmul. Rows whose tags mismatch get zeros.
+    """
+    b, h, d = q.shape
+    kvh = k_t.shape[1]
+    scores = torch.matmul(q.reshape(b, kvh, h // kvh, d), k_t).mul_(scale)  # [B, KVH, G, L]
     if scores.dtype != torch.float32:
         scores = scores.float()
     scores.masked_fill_(plan.hidden, float("-inf"))
