@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from verifier.run.sequential_floor import FloorHeadlineUnits, judge_floor_headline
-from verifier.run.sequential_policy import SequentialPolicy
+from verifier.run.sequential_policy import SequentialPolicy, first_settled
 from verifier.run.summary import SequentialHeadline
 from verifier.stats.sequential import anytime_p, betting_cs, betting_log_capital, mcnemar_mixture_e
 
@@ -52,11 +52,6 @@ def look_schedule(sent: int, look_every: int, total: int) -> list[int]:
     if sent >= total and (not looks or looks[-1] != total):
         looks.append(total)
     return looks
-
-
-def _first(flags: np.ndarray) -> int | None:
-    hit = np.flatnonzero(flags)
-    return int(hit[0]) if hit.size else None
 
 
 def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Sequence[int], *,
@@ -86,9 +81,7 @@ def judge_headline(h: HeadlineUnits, policy: SequentialPolicy, k: int, looks: Se
         differs |= np.maximum.accumulate(e >= 2 / a_differs)
     consistent = (np.maximum.accumulate(betting_log_capital(x, margin, -1, idx) >= cons_cut)
                   & np.maximum.accumulate(betting_log_capital(x, -margin, +1, idx) >= cons_cut))
-    d_at, c_at = _first(differs), _first(consistent)
-    at = min((i for i in (d_at, c_at) if i is not None), default=None)
-    status = "open" if at is None else "differs" if at == d_at else "consistent"
+    at, status = first_settled(differs, consistent)
     j = len(idx) - 1 if at is None else at
     n = int(idx[j])
     if material:

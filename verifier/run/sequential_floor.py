@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifier.run.sequential_policy import SequentialPolicy
+from verifier.run.sequential_policy import SequentialPolicy, first_settled
 from verifier.run.summary import SequentialHeadline
 from verifier.stats.ratio_cs import counts_at, ratio_bounds, running, stack
 
@@ -90,11 +90,6 @@ def _ratio(u: RatioUnits, n: int) -> float | None:
     return float(np.sum(u.num[:n])) / d if d > 0 else None
 
 
-def _first(flags: np.ndarray) -> int | None:
-    hit = np.flatnonzero(flags)
-    return int(hit[0]) if hit.size else None
-
-
 def judge_floor_headline(h: FloorHeadlineUnits, policy: SequentialPolicy, k: int, looks: Sequence[int], *,
                          interval: bool = True) -> SequentialHeadline:
     """The first look at which ``h`` settles (or ``open``), with the difference's interval there at the differs
@@ -122,9 +117,7 @@ def judge_floor_headline(h: FloorHeadlineUnits, policy: SequentialPolicy, k: int
     low, high = low_c - high_f, high_c - low_f  # (2 levels, looks)
     differs = usable & ((low[0] > margin) | (high[0] < -margin)) & (h.floor is not None)
     consistent = usable & (low[1] > -margin) & (high[1] < margin)
-    d_at, c_at = _first(differs), _first(consistent)
-    at = min((i for i in (d_at, c_at) if i is not None), default=None)
-    status = "open" if at is None else "differs" if at == d_at else "consistent"
+    at, status = first_settled(differs, consistent)
     j = int(np.flatnonzero(usable)[-1]) if at is None else at
     rc = _ratio(h.candidate, int(n_c[j]))
     rf = 1.0 if h.floor is None or n_f is None else _ratio(h.floor, int(n_f[j]))

@@ -1,12 +1,15 @@
 """The sequential mode's settings: the fixed-n verdict's alpha, margins and minimums, plus its own.
 
 Why a module of its own: the floor rule (:mod:`verifier.run.sequential_floor`) and the paired-difference rule
-(:mod:`verifier.run.sequential`) both read it, and the second calls the first.
+(:mod:`verifier.run.sequential`) both read it (and :func:`first_settled`, the one way both turn per-look flags into
+a kept decision), and the second calls the first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from verifier.run.verdict_policy import VerdictPolicy
 
@@ -36,3 +39,13 @@ class SequentialPolicy:
     def units_needed(self, metric: str) -> int:
         """Fewer units than this never settle ``metric``."""
         return max(1, self.min_units_by_metric.get(metric, self.min_units))
+
+
+def first_settled(differs: np.ndarray, consistent: np.ndarray) -> tuple[int | None, str]:
+    """(index of the first look where either flag holds, the decision there): a decision is the first crossing and
+    it is kept; ``differs`` wins a tie (both at one look). ``(None, "open")`` when neither ever holds."""
+    d_hit, c_hit = np.flatnonzero(differs), np.flatnonzero(consistent)
+    d_at = int(d_hit[0]) if d_hit.size else None
+    c_at = int(c_hit[0]) if c_hit.size else None
+    at = min((i for i in (d_at, c_at) if i is not None), default=None)
+    return at, "open" if at is None else "differs" if at == d_at else "consistent"
