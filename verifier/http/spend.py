@@ -35,9 +35,14 @@ def usd(usage: Usage, price: Price) -> float | None:
     return ((prompt - cached) * price.input + cached * cached_price + completion * price.output) / 1e6
 
 
+def uncached_usd(prompt_tokens: float, completion_tokens: float, price: Price) -> float:
+    """Every prompt token uncached at the input price, the completion at the output price (a plan's figure)."""
+    return (prompt_tokens * price.input + completion_tokens * price.output) / 1e6
+
+
 def worst_case_usd(prompt_tokens: int, max_tokens: int, price: Price) -> float:
     """Every prompt token uncached at the input price, and a reply of ``max_tokens``."""
-    return (prompt_tokens * price.input + max_tokens * price.output) / 1e6
+    return uncached_usd(prompt_tokens, max_tokens, price)
 
 
 def request_max_tokens(body: dict) -> int:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from verifier.http.client import wire_json
-from verifier.http.spend import prompt_token_bound, worst_case_usd
+from verifier.http.spend import prompt_token_bound, uncached_usd, worst_case_usd
 from verifier.records import Price
 from verifier.run.cost import PLAN_NAME
 from verifier.run.dry_run_rows import PlanRow
@@ -149,7 +149,7 @@ def _row(endpoint: str, suite_name: str, kind: str, planned: list[PlannedRequest
             prompt_total *= scale
     usd = None
     if price is not None:
-        usd = (prompt_total * price.input + completion_total * price.output) / 1e6
+        usd = uncached_usd(prompt_total, completion_total, price)
     return PlanRow(endpoint=endpoint, suite=suite_name, kind=kind, requests=n, expected_requests=expected,
                    prompt_tokens=prompt_total, completion_tokens=completion_total, usd=usd,
                    usd_high=high if price is not None else None, prompt_source=prompt_source,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from verifier.http.client import wire_json
-from verifier.http.spend import prompt_token_bound, worst_case_usd
+from verifier.http.spend import prompt_token_bound, uncached_usd, worst_case_usd
 from verifier.records import EndpointConfig
 from verifier.run import context_probe, format_probe
 from verifier.run.dry_run_rows import PlanRow
@@ -44,7 +44,7 @@ def _row(endpoint: str, name: str, parts: list[tuple[float, float, int, int]], e
     price = e.price
     usd = high = None
     if price is not None:
-        usd = (prompt * price.input + completion * price.output) / 1e6
+        usd = uncached_usd(prompt, completion, price)
         high = sum(worst_case_usd(bound, cap, price) for _, _, bound, cap in parts)
     return PlanRow(endpoint=endpoint, suite=name, kind="probe", requests=len(parts), expected_requests=len(parts),
                    prompt_tokens=prompt, completion_tokens=completion, usd=usd, usd_high=high,
