@@ -10,7 +10,7 @@ n = 2,000:
   (30 % of the cases forced), trigger F1 and argument agreement against the reference's floor
   (:class:`verifier.testing.sequential_sim.FamilyModel`), in four blocks: a sampling reference (15 % of the cases
   ambiguous about calling, 30 % about arguments) or a deterministic one (its second answers equal its first:
-  floor 1), answering 10 % of the cases twice (the run's default share) or 50 %. Bonferroni over the
+  floor 1), answering 10 % of the cases twice or 50 %. Bonferroni over the
   four headlines, as the runner does. An endpoint stops at the first look where its verdict is settled (a headline
   ``differs``, or all four are ``consistent``); its status is ``differs`` if any headline is, ``consistent`` if all
   are.
@@ -53,7 +53,7 @@ ONE = [("A/A", 0.0, "differs", SCHEMA), ("clearly different (-10 pts)", -0.10, "
        ("clearly consistent (-1 pt)", -0.01, "differs", SCHEMA),
        ("at the margin (-5 pts)", -0.05, "consistent", SCHEMA), ("A/A, forced calls", 0.0, "differs", FORCED)]
 DETERMINISTIC = TriggerModel(pos=0.65, neg=0.35)
-BLOCKS = [("a sampling reference answering 10 % of the cases twice (the default share)", 0.10, TriggerModel(), 0.3),
+BLOCKS = [("a sampling reference answering 10 % of the cases twice", 0.10, TriggerModel(), 0.3),
           ("a sampling reference answering 50 % of the cases twice", 0.50, TriggerModel(), 0.3),
           ("a deterministic reference answering 10 % of the cases twice", 0.10, DETERMINISTIC, 0.0),
           ("a deterministic reference answering 50 % of the cases twice", 0.50, DETERMINISTIC, 0.0)]

@@ -20,8 +20,8 @@ check them; "delta" is 0, the margin or twice the margin, toward "worse"):
 * ``trigger_f1``: a sampling server (``sampling_behaviour``: 60 % of cases call with probability 0.97, the rest
   0.03, and a fifth of all cases a coin flip), arguments always valid. The candidate's per-case probabilities are
   pulled toward the mean (``f1_lowered``) so its expected F1 against the reference is delta below a twin's with the
-  trigger rate unchanged. Judged against the floor from the reference's repeated cases (default share 10 %, at
-  least 50 cases; ``:share`` after the metric name changes it, e.g. ``trigger_f1:0.5``). n = cases.
+  trigger rate unchanged. Judged against the floor from the reference's repeated cases (default share 50 %, at
+  least 50 cases; ``:share`` after the metric name changes it, e.g. ``trigger_f1:0.1``). n = cases.
 * ``argument_agreement``: every case calls; arguments always valid; a fifth of the cases are unsure (each answer
   names one of two cities with probability 1/2), the rest always the same city: a twin agrees on ~90 % of calls.
   The candidate answers like the reference but names a third city on a share e of calls, e = delta / (the twin's

@@ -128,6 +128,7 @@ def test_broken_schemas_are_found() -> None:
     p = np.full(200, 0.97)
     v = judge([score_toolcall_pair("s", cases, Endpoint(p, 0.05), Endpoint(p, 0.35), rng)], VerdictPolicy())
     assert v.status == "differs", v.headline
-    assert "schema accuracy" in v.headline and " -3" in v.headline
+    assert "schema accuracy -" in v.headline
     schema = next(e for e in v.evidence if e.metric == "schema_accuracy")
+    assert schema.difference.value is not None and -0.36 < schema.difference.value < -0.2  # ~30 points lower
     assert schema.significant and schema.p_holm is not None and schema.p_holm <= ALPHA

@@ -97,7 +97,7 @@ def run(
     reference_repeat_share: float | None = typer.Option(
         None, "--reference-repeat-share", min=0.0, max=1.0,
         help="Share of tool-call cases the reference answers twice, to measure its own run-to-run agreement "
-             "(default 0.1, at least 50 cases; 0 turns it off)."),
+             "(default 0.5, at least 50 cases; 0 turns it off)."),
     probe_context: bool = typer.Option(False, "--probe-context",
                                        help="Check each stated context_length with one request near it "
                                             "(costs that many prompt tokens)."),

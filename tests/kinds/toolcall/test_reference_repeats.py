@@ -36,10 +36,10 @@ def test_shards_agree_on_the_chosen_cases() -> None:
     """The choice is made on the whole (limited) suite before --shard splits it: the shards' repeated cases are
     exactly the unsharded run's, split between them."""
     kind, suite = load_suite("toolcall-core", {"limit": 300, "seed": 4})
-    assert len(suite.reference_repeat_ids) == 50
+    assert len(suite.reference_repeat_ids) == 150  # the default half of 300
     parts = [shard_suite(kind, suite, Shard(i, 3)) for i in (1, 2, 3)]
     repeated = [{c.id for c in kind._repeated(p)} for p in parts]
-    assert set().union(*repeated) == suite.reference_repeat_ids and sum(map(len, repeated)) == 50
+    assert set().union(*repeated) == suite.reference_repeat_ids and sum(map(len, repeated)) == 150
 
 
 def test_share_zero_sends_no_second_answers() -> None:
