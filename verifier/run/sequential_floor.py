@@ -2,10 +2,11 @@
 
 Why a rule of its own: these differences are ``theta_c - theta_f``, the candidate's agreement with the reference's
 first answers (every case) minus the reference's second answers' agreement with its first (the floor: only the
-cases it answers twice, half of them by default, :mod:`verifier.kinds.toolcall.reference_repeats`). There is no per-case paired
-difference to bet on (most cases have no second answer), and the floor is the scarcer, noisier half: a decision
-that took the floor's point estimate as known would call an A/A twin ``differs`` whenever its few repeated cases
-happened to agree more or less than usual (tests/run/test_sequential_floor.py breaks it so on purpose).
+cases it answers twice, half of them by default, :mod:`verifier.kinds.toolcall.reference_repeats`). There is no
+per-case paired difference to bet on (most cases have no second answer), and the floor is the scarcer, noisier half:
+a decision that took the floor's point estimate as known would call an A/A twin ``differs`` whenever its few
+repeated cases happened to agree more or less than usual (tests/run/test_sequential_floor.py breaks it so on
+purpose).
 
 The choice: **a conservative union of two confidence sequences.** Each of ``theta_c`` and ``theta_f`` gets its own
 anytime-valid interval (:mod:`verifier.stats.ratio_cs`: betting on the linearised ratio, so F1 and pooled
