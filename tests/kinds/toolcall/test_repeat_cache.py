@@ -78,11 +78,11 @@ def _suite(tmp_path: Path) -> Path:
     return path
 
 
-def _run(tmp_path: Path, ref_url: str, cand_url: str) -> tuple[Path, RunSummary]:
+def _run(tmp_path: Path, ref_url: str, cand_url: str, *more: str) -> tuple[Path, RunSummary]:
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", "--reference", f"ref={ref_url}", "--endpoint", f"cand={cand_url}",
                                    "--suite", str(_suite(tmp_path)), "--reference-repeat-share", "1", "--no-stream",
-                                   "--out", str(out), "--no-history", "--quiet"], catch_exceptions=False)
+                                   "--out", str(out), "--no-history", "--quiet", *more], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     return out, RunSummary.model_validate_json((out / "summary.json").read_text())
 
@@ -168,6 +168,19 @@ def test_a_cache_that_ignores_the_field_is_caught_and_the_floor_headlines_are_no
     page = (out / "report.html").read_text(encoding="utf-8")
     assert f"Warning: {escape(warning)}" in page  # with the headline, and once among the suite's notes
     assert page.count(str(escape(warning))) == 2 and "ignores the 'user'" not in page  # escaped, never raw
+
+
+def test_a_sequential_run_does_not_judge_the_floor_headlines_on_a_cached_floor(tmp_path: Path, scripted_server) -> None:
+    """``--sequential``: the two floor headlines are not in the sequential set, so no look can call them settled;
+    the verdict keeps the fixed-n reading that says why, and the warning."""
+    ref, cand = scripted_server(ResponseCache(ignore=("user",))), scripted_server(fresh)
+    _, summary = _run(tmp_path, ref.base_url, cand.base_url, "--sequential", "--look-every", "30")
+    assert [h.metric for q in summary.sequential for h in q.headlines] == ["schema_accuracy"]
+    verdict = summary.verdicts["cand"]
+    assert verdict.status == "inconclusive" and verdict.warnings
+    for e in verdict.evidence:
+        if e.metric in FLOOR:
+            assert e.status == "inconclusive" and (e.reason or "").startswith("reference repeats served from a")
 
 
 def test_a_constant_response_id_is_not_read_as_a_cache(tmp_path: Path, scripted_server) -> None:

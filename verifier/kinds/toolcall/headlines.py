@@ -142,8 +142,8 @@ def cache_warning(floor: Floor) -> str | None:
             f"first answer's response id")
     if floor.from_cache:
         return text + ("; the reference's floor is not a measurement, so trigger F1 and argument agreement are not "
-                       "judged (inconclusive); send the reference past its cache (a cache that ignores the "
-                       "'user' field) to measure it")
+                       "judged (inconclusive): turn off the response cache in front of the reference (this one "
+                       "ignores the 'user' field) to measure it")
     return text + f" (under {CACHED_SHARE:.0%} of the repeats: the floor is still judged, slightly optimistic)"
 
 
