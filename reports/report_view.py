@@ -111,7 +111,7 @@ def headlines(summary: RunSummary, verdicts: dict[str, Verdict]) -> list[Headlin
             usage = verdict_usage(summary, ep.name, v)
             out.append(Headline(endpoint=ep.name, status=v.status, mark=VERDICT_MARKS[v.status], text=v.headline,
                                 evidence=[evidence_line(e) for e in v.evidence], usage=usage.text,
-                                limit=usage.limit or ""))
+                                limit=usage.limit or "", warnings=[w for w in v.warnings if w not in v.headline]))
     return out
 
 

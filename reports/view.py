@@ -56,6 +56,8 @@ class Headline(BaseModel):
     evidence: list[str] = Field(default_factory=list)  # one line per headline metric, as the verdict states it
     usage: str = ""  # cases used, cost and a budget stop, beside the verdict (verifier.run.usage_line)
     limit: str = ""  # what a sequential stop left unsettled (trigger F1, argument agreement)
+    #: the verdict's cautions not already in its headline (e.g. a reference floor served from a response cache)
+    warnings: list[str] = Field(default_factory=list)
 
 
 class MetricRow(BaseModel):

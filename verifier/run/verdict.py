@@ -120,7 +120,8 @@ def verdict_for(endpoint: str, results: Iterable[EndpointSuiteResult], reference
     evidence = [r.evidence for r in readings]
     untestable = [e for e in evidence if e.status == "not testable"]
     common = dict(endpoint=endpoint, reference=reference, alpha=policy.alpha, evidence=evidence,
-                  fingerprint=fingerprint, not_testable=list(dict.fromkeys(e.metric for e in untestable)))
+                  fingerprint=fingerprint, not_testable=list(dict.fromkeys(e.metric for e in untestable)),
+                  warnings=list(dict.fromkeys(r.warning for r in readings if r.warning)))
     fp_text = fingerprint_text(fingerprint)
 
     shown = [e for e in evidence if e.significant]
@@ -164,14 +165,15 @@ def _inconclusive(endpoint: str, reference: str, readings: list[Reading], finger
     parts = []
     for r in open_:
         e = r.evidence
-        why = "a lower bound cannot show it small" if not r.can_be_inside else f"not shown within {margin_text(e)}"
+        why = r.why_open or ("a lower bound cannot show it small" if not r.can_be_inside
+                             else f"not shown within {margin_text(e)}")
         parts.append(f"{describe(e)} {why}{_note(notes, e)}")
     parts += [not_testable_text(r.evidence) for r in readings if r.evidence.status == "not testable"]
     if not fp_ok and fp_text:
         parts.append(fp_text + ("" if fingerprint is not None and fingerprint.names_other
                                 else " (not the reference's, but without margin)"))
     needed = [(r.evidence.cases_to_settle, r.evidence.unit) for r in open_ if r.evidence.cases_to_settle is not None]
-    warnings: list[str] = []
+    warnings: list[str] = list(common["warnings"])
     settle = None
     seq_open = [r for r in open_ if id(r.evidence) in notes]
     adaptive = [HEADLINE_METRICS[r.evidence.metric] for r in open_
@@ -194,7 +196,7 @@ def _inconclusive(endpoint: str, reference: str, readings: list[Reading], finger
     else:
         tail = ""
     return Verdict(status="inconclusive", headline=f"{endpoint} vs {reference} is inconclusive: " + "; ".join(parts)
-                   + tail, cases_to_settle=settle, warnings=warnings, **common)
+                   + tail, cases_to_settle=settle, **{**common, "warnings": warnings})
 
 
 def compute_verdicts(summary: RunSummary, policy: VerdictPolicy | None = None) -> dict[str, Verdict]:

@@ -28,6 +28,9 @@ NO_FLOOR_TEST = "none: no reference repeats"
 FLOOR_METRICS = frozenset({"trigger_f1", "argument_agreement"})
 NO_FLOOR_REASON = ("the reference's run-to-run floor was not measured (no reference repeats): judged against perfect "
                    "agreement, which can show the candidate close but never different")
+#: The scoring's record of a reference floor built from response-cache copies (its second answers carrying the first
+#: answers' response ids, :mod:`verifier.kinds.toolcall.headlines`): such a floor is not a measurement.
+CACHED_FLOOR_KEY = "reference_floor_cache"
 _UNITS = {"task_success": "scenarios", "trigger_f1": "cases", "argument_agreement": "calls both endpoints made",
           "schema_accuracy": "calls both endpoints made", "forced_call_success": "forced cases",
           "kl_mean": "prompts", "kl_topk_lower": "prompts"}
@@ -42,6 +45,8 @@ class Reading:
     can_be_inside: bool = True  # False: a lower bound, or no way to tell the figure is small enough
     can_be_outside: bool = True  # False: the figure cannot locate the difference beyond the margin
     given_p: float | None = None  # the scoring's own point-null p (exact / sign test), preferred when material
+    why_open: str | None = None  # why neither side can be shown, in the headline's words (None: the usual wording)
+    warning: str | None = None  # a caution the verdict must carry (Verdict.warnings)
 
 
 def _kl_units(cand: EndpointSuiteResult, metric: str) -> tuple[int, str] | None:
@@ -95,6 +100,13 @@ def _paired(cand: EndpointSuiteResult, ref: EndpointSuiteResult | None, metric: 
                             independent_units=_units(cand, metric, diff, comp.independent_units))
         if no_floor:
             return Reading(ev, sides="lower", can_be_outside=False)
+        cache: Any = cand.extra.get(CACHED_FLOOR_KEY)
+        if metric in FLOOR_METRICS and isinstance(cache, dict) and cache.get("not_a_measurement"):
+            # the floor is the first answers served again: judged against it, a twin looks worse and a copy better
+            warning = str(cache.get("warning") or "reference repeats served from a response cache")
+            ev.reason = warning
+            return Reading(ev, can_be_inside=False, can_be_outside=False, warning=warning,
+                           why_open="not judged: the reference's floor came from a response cache")
         return Reading(ev, given_p=comp.p_value)
     if metric == "trigger_f1" and value is not None and value.value is not None:
         # Before the reference's own floor was measured: F1 against its decisions minus 1 (perfect agreement). A

@@ -15,6 +15,12 @@ Intervals: a cluster bootstrap over cases (stratified so that every replicate ho
 as the run did), hulled with a Wilson-based score interval so zero spread never gives zero width
 (:mod:`verifier.stats.headline_tests`). The p-value of ``schema_accuracy`` is the exact (or Monte Carlo)
 randomization test that swaps the two endpoints' answers within cases; the others' is the hull's own.
+
+A floor served from a response cache is no floor: a second answer that carries the first answer's response ``id``
+is that answer again, not a new sample (a reference that regenerates the same tokens answers with a new id). When
+at least :data:`CACHED_SHARE` of the repeats are such copies, the two floor headlines cannot be judged either way
+(:func:`cache_warning`; the verdict reads ``extra["reference_floor_cache"]``). Ids count only when the reference's
+first answers to different cases never share one (some servers send one constant id).
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from verifier.stats import intervals as stats
 
 N_BOOT = 2000
 SEED = 0
+#: Share of the reference's repeats served with the first answer's response id from which its floor is not a
+#: measurement. Fewer copies bias the floor by at most this share of its disagreement (a point or so at the
+#: margins in use); any copy at all is still reported.
+CACHED_SHARE = 0.10
 
 PairKey = tuple[str, str | None, int]  # (case_id, variant, repeat)
 
@@ -73,6 +83,11 @@ def _trigger_sums(truth: bool, answer: bool) -> tuple[int, int, int]:
 # --------------------------------------------------------------------------- the reference's floor
 
 
+def copies_rule(cached: int, compared: int, informative: bool) -> bool:
+    """True when ``cached`` of ``compared`` repeats (ids that can tell) reach :data:`CACHED_SHARE`."""
+    return informative and cached > 0 and cached >= CACHED_SHARE * compared
+
+
 @dataclass
 class Floor:
     """The reference's second answers scored against its first, per repeated case (the clusters)."""
@@ -82,20 +97,67 @@ class Floor:
     args: dict[str, np.ndarray] = field(default_factory=dict)  # case -> [agree, n]
     differ: list[bool] = field(default_factory=list)  # per (case, variant) answered twice: answers differ
     exchanges: int = 0
+    ids_compared: int = 0  # pairs whose two answers both carry a response id
+    cached: int = 0  # ... of which the second carries the first's id: served from a response cache
+    ids_informative: bool = True  # False: the reference's first answers to different cases share ids
+
+    @property
+    def from_cache(self) -> bool:
+        """The floor is not a measurement: a meaningful share of the repeats are the first answers served again."""
+        return copies_rule(self.cached, self.ids_compared, self.ids_informative)
 
     def sums(self, what: str) -> np.ndarray:
         table = self.trigger if what == "trigger" else self.args
         return np.sum([table[c] for c in self.cases], axis=0) if self.cases else np.zeros(3 if what == "trigger" else 2)
 
 
+def response_id(o: Outcome) -> str | None:
+    """The provider's id of the completion (``chatcmpl-...``); None when it sent none."""
+    body = o.record.response
+    rid = body.get("id") if isinstance(body, dict) else None
+    return rid if isinstance(rid, str) and rid else None
+
+
+def ids_informative(ref_index: dict[PairKey, Outcome]) -> bool:
+    """Whether equal response ids can mean a cache hit: no id answers two different cases among the first answers."""
+    seen: dict[str, str] = {}
+    for (case_id, _, _), o in ref_index.items():
+        rid = response_id(o) if o.ok else None
+        if rid is not None and seen.setdefault(rid, case_id) != case_id:
+            return False
+    return True
+
+
+def served_again(first: Outcome, second: Outcome) -> bool | None:
+    """True when the second answer carries the first's response id (a cached copy); None when either has none."""
+    a, b = response_id(first), response_id(second)
+    return None if a is None or b is None else a == b
+
+
+def cache_warning(floor: Floor) -> str | None:
+    """The words for repeats served from a response cache (None when there were none, or ids cannot tell)."""
+    if not (floor.ids_informative and floor.cached):
+        return None
+    text = (f"reference repeats served from a response cache: {floor.cached} of {floor.ids_compared} share the "
+            f"first answer's response id")
+    if floor.from_cache:
+        return text + ("; the reference's floor is not a measurement, so trigger F1 and argument agreement are not "
+                       "judged (inconclusive): turn off the response cache in front of the reference (this one "
+                       "ignores the 'user' field) to measure it")
+    return text + f" (under {CACHED_SHARE:.0%} of the repeats: the floor is still judged, slightly optimistic)"
+
+
 def reference_floor(ref_index: dict[PairKey, Outcome], second: Sequence[Outcome]) -> Floor:
-    """Pair each second answer with the reference's first answer to the same case and variant."""
-    floor = Floor(exchanges=len(second))
+    """Pair each second answer with the reference's first answer to the same case and variant; count copies."""
+    floor = Floor(exchanges=len(second), ids_informative=ids_informative(ref_index))
     for o in second:
         r = o.record
         first = ref_index.get((r.case_id, r.variant, int(r.extra.get("reference_repeat_of", 0))))
         if first is None or not (first.ok and o.ok):
             continue
+        again = served_again(first, o)
+        floor.ids_compared += again is not None
+        floor.cached += bool(again)
         cid = r.case_id
         if cid not in floor.trigger:
             floor.cases.append(cid)
@@ -126,6 +188,8 @@ def reference_block(floor: Floor, cases: dict[str, ToolcallCase]) -> tuple[dict[
                "reference_self_argument_agreement": stats.wilson(int(a[0]), int(a[1])),
                "reference_repeat_differs": stats.rate(floor.differ)}
     counts = {"reference_repeat_exchanges": floor.exchanges, "reference_repeat_cases": len(floor.cases)}
+    if floor.ids_informative and floor.cached:
+        counts["reference_repeat_cached"] = floor.cached
     temps = sorted({str(cases[c].body.get("temperature", "unset")) for c in floor.cases if c in cases})
     k, m = sum(floor.differ), len(floor.differ)
     at_zero = temps in (["0"], ["0.0"])
@@ -134,9 +198,20 @@ def reference_block(floor: Floor, cases: dict[str, ToolcallCase]) -> tuple[dict[
                "against it are below 1, and the candidate is judged against that floor)" if k and at_zero else
                "" if not k else f" (requests asked temperature {', '.join(temps)})")
             + ("; identical answers on every repeated case: it looks deterministic, and the floor is 1 with an "
-               "interval from the number of repeated cases" if not k and m else ""))
-    extra = {"cases": m, "differing": k, "samples": bool(k), "temperatures": temps, "note": note}
-    return metrics, counts, extra, [note]
+               "interval from the number of repeated cases" if not k and m and not floor.from_cache else ""))
+    extra: dict[str, Any] = {"cases": m, "differing": k, "samples": bool(k), "temperatures": temps, "note": note}
+    notes = [note]
+    warning = cache_warning(floor)
+    if warning is not None:
+        extra["cache"] = cache_block(floor, warning)
+        notes.append(warning)
+    return metrics, counts, extra, notes
+
+
+def cache_block(floor: Floor, warning: str) -> dict[str, Any]:
+    """What ``summary.json`` keeps about copies among the repeats (``extra["reference_floor_cache"]``)."""
+    return {"cached": floor.cached, "ids_compared": floor.ids_compared, "share_limit": CACHED_SHARE,
+            "not_a_measurement": floor.from_cache, "warning": warning}
 
 
 # --------------------------------------------------------------------------- comparisons
@@ -181,6 +256,10 @@ def _versus_floor(metric: str, cand: dict[str, np.ndarray], floor: Floor, width:
                                           method="stratified_cluster_bootstrap+mover_wilson"))
 
 
+def _cache_suffix(floor: Floor) -> str:
+    return f" (floor served from a response cache: {floor.cached} of {floor.ids_compared})" if floor.from_cache else ""
+
+
 def _f1(s: np.ndarray) -> np.ndarray:
     return ht.f1_from_sums(s[:, 0], s[:, 1], s[:, 2])
 
@@ -203,7 +282,7 @@ def trigger_f1_comparison(both_ok: Sequence[tuple[Outcome, Outcome]], floor: Flo
                                               method=f1.method))
     return _versus_floor("trigger_f1", cand, floor, 3, _f1, lambda s: ht.jaccard_f1_at(*(int(x) for x in s)),
                          n=len(both_ok), unit="cases (trigger decisions; floor from the reference's repeated cases)",
-                         test="f1_minus_reference_floor")
+                         test="f1_minus_reference_floor" + _cache_suffix(floor))
 
 
 def argument_agreement_block(both_ok: Sequence[tuple[Outcome, Outcome]],
@@ -229,7 +308,7 @@ def argument_agreement_block(both_ok: Sequence[tuple[Outcome, Outcome]],
     comp = _versus_floor("argument_agreement", cand, floor, 2, _ratio, lambda t: ht.wilson_at(int(t[0]), int(t[1])),
                          n=int(s[1]), unit="tool calls both endpoints made (same position, same tool); clustered by "
                                             "case, floor from the reference's repeated cases",
-                         test="agreement_minus_reference_floor")
+                         test="agreement_minus_reference_floor" + _cache_suffix(floor))
     if comp is not None:
         comps["argument_agreement"] = comp
     return metrics, comps

@@ -13,7 +13,9 @@ that one variant.
 
 Reference repeats: the reference answers a seeded share of the cases (every variant) once more, recorded under
 ``repeat = --repeats`` with ``extra["reference_repeat_of"] = 0``; they measure the reference's own run-to-run
-agreement, the floor its twin would reach (:mod:`verifier.kinds.toolcall.reference_repeats`).
+agreement, the floor its twin would reach (:mod:`verifier.kinds.toolcall.reference_repeats`). Their requests carry
+a distinct ``user`` field (:func:`~verifier.kinds.toolcall.reference_repeats.repeat_body`) so a response cache keyed
+on the body cannot answer them with the first reply; the first requests are sent exactly as before.
 """
 
 from __future__ import annotations
@@ -132,8 +134,9 @@ class ToolcallKind:
         n = len(suite.variants) * self._repeats(ctx)
         every = [PlannedRequest(body=case.body, count=n, max_tokens=request_max_tokens(case.body))
                  for case in suite.cases]
-        again = [PlannedRequest(body=case.body, count=len(suite.variants), max_tokens=request_max_tokens(case.body),
-                                reference_only=True) for case in self._repeated(suite)]
+        again = [PlannedRequest(body=reference_repeats.repeat_body(case.body), count=len(suite.variants),
+                                max_tokens=request_max_tokens(case.body), reference_only=True)
+                 for case in self._repeated(suite)]
         return every + again
 
     def _todo(self, suite: ToolcallSuite, ctx: RunContext) -> list[tuple[str, Any, int, str | None, bool]]:
@@ -181,7 +184,8 @@ class ToolcallKind:
             stream: bool | None = variant == "stream"
         else:
             stream = suite.stream_override if suite.stream_override is not None else case.stream
-        ex = await guarded(ctx.clients[endpoint].chat(case.body, stream=stream), case.body, stream=bool(stream))
+        body = reference_repeats.repeat_body(case.body) if reference_repeat else case.body
+        ex = await guarded(ctx.clients[endpoint].chat(body, stream=stream), body, stream=bool(stream))
         where: dict[str, Any] = {"kind": "toolcall", "suite": suite.manifest.name, "case_id": case.id, "repeat": repeat,
                                  "endpoint": endpoint, "variant": variant,
                                  "extra": {"n_tools": len(case.body.get("tools") or [])}}
@@ -190,7 +194,7 @@ class ToolcallKind:
         try:
             ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
         except (ValueError, TypeError) as e:  # a reply the record cannot hold: keep the exchange, classified
-            ex = failed_exchange(e, case.body, stream=bool(stream))
+            ex = failed_exchange(e, body, stream=bool(stream))
             ctx.store.append(ExchangeRecord(**ex.model_dump(), **where))
         ctx.progress.advance(1, error=not ex.ok, retried=max(0, ex.attempts - 1))
 

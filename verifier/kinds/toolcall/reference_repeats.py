@@ -21,6 +21,14 @@ was found 19-30 % of the time and a faithful sampling twin was shown ``consisten
 50 % the same worlds give 83-95 % and 98-99.5 % (``benchmarks/results/verdict_calibration.md``). The price is
 the reference answering half of a tool-call suite twice; ``--reference-repeat-share 0.1`` buys it back where
 the reference is known to be deterministic or only large differences matter.
+
+Why the second request differs in ``user`` (:func:`repeat_body`): a provider, gateway or proxy that caches whole
+responses keyed on the request body would serve a byte-identical repeat from its cache, making the floor look
+perfect from nothing. The OpenAI ``user`` field (an end-user id) is part of such a key but not of the prompt the model
+sees, so the repeat asks the model exactly the same thing and still misses the cache. The first answers' requests are
+not touched: their bodies, ``--resume`` keys and request hashes stay what they were. A cache that ignores ``user``
+still shows up: :mod:`verifier.kinds.toolcall.headlines` counts second answers that carry the first answer's
+response ``id``.
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ DEFAULT_SHARE = 0.50
 MIN_CASES = 50
 OPTION = "reference_repeat_share"  # kind option (set by --reference-repeat-share), recorded in the run settings
 MARKER = "reference_repeat_of"  # ExchangeRecord.extra key: the repeat index this record answers again
+#: The request field that keeps a repeat out of a response cache; metadata for the provider, never in the prompt.
+CACHE_BUST_FIELD = "user"
+CACHE_BUST_VALUE = "verifier-reference-repeat"
 
 
 def share_option(options: dict[str, Any]) -> float:
@@ -61,6 +72,18 @@ def choose(case_ids: Sequence[str], share: float, seed: int) -> frozenset[str]:
     count = min(len(ids), max(math.ceil(share * len(ids)), min(MIN_CASES, len(ids))))
     rank = sorted(ids, key=lambda cid: hashlib.sha256(f"{seed}:{cid}".encode()).hexdigest())
     return frozenset(rank[:count])
+
+
+def repeat_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The body of a reference repeat: ``body`` with :data:`CACHE_BUST_FIELD` set, nothing else changed.
+
+    An existing ``user`` string keeps its value as a prefix (``alice/verifier-reference-repeat``), so a provider
+    that accounts per end user still sees whose request it is; a new key goes last, every other key keeps its place
+    (chat templates render in key order).
+    """
+    own = body.get(CACHE_BUST_FIELD)
+    value = f"{own}/{CACHE_BUST_VALUE}" if isinstance(own, str) and own else CACHE_BUST_VALUE
+    return {**body, CACHE_BUST_FIELD: value}
 
 
 def is_reference_repeat(record: ExchangeRecord) -> bool:

@@ -464,6 +464,10 @@ def _against_reference(res: EndpointSuiteResult, mine: list[Outcome], ref_index:
     m_args, c_args = headlines.argument_agreement_block(both_ok, floor)
     res.metrics.update(m_args)
     res.comparisons.update(c_args)
+    warning = headlines.cache_warning(floor)
+    if warning is not None:  # the verdict reads it: a floor of cached copies judges neither way
+        res.extra["reference_floor_cache"] = headlines.cache_block(floor, warning)
+        res.notes.append(warning)
     forced = [(forced_verdict(a, cases.get(b.record.case_id)), forced_verdict(b, cases.get(b.record.case_id)),
                b.record.case_id) for a, b in both_ok]
     forced = [(x, y, cid) for x, y, cid in forced if x is not None and y is not None]
