@@ -1,7 +1,8 @@
 """KL intervals cover, and KL from top-k is never certified: seeded simulations on synthetic distributions (numpy).
 
 Each coverage test also runs a broken method on the same simulations and checks that *it* fails the bar, so the
-bar can fail: the old percentile cluster bootstrap, and a k3 interval that treats tokens as independent.
+bar can fail: the old percentile cluster bootstrap, a k3 interval that treats tokens as independent, and the
+interval with equal tails (its top misses low about twice the 2.5 % a 95 % interval promises per side).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax
 
-from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS, cluster_mean_interval
+from verifier.kinds.logprob.cluster_ci import MIN_CLUSTERS, UPPER_TAIL, cluster_mean_interval
 from verifier.kinds.logprob.estimator import exact_kl, sampled_kl, topk_from_full, topk_kl
 from verifier.kinds.logprob.stats import kl_statistics
 from verifier.stats.intervals import bootstrap_mean
 from verifier.testing.kl_world import World, draw
 
 COVERAGE_BAR = 0.93
+UPPER_MISS_BAR = 0.035  # top under the truth: nominal 2.5 %, plus room for 600 simulations' error (sd 0.6 pts)
 
 
 def _skewed_clusters(rng: np.random.Generator, g: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -48,20 +50,38 @@ def test_cluster_bootstrap_t_covers_where_the_percentile_bootstrap_did_not() -> 
 def test_prompt_clusters_cover_where_sequence_clusters_do_not() -> None:
     """Three sequences per prompt share the prompt's KL level (between-prompt AND between-continuation spread,
     ``verifier.testing.kl_world``): at the minimum number of prompts the interval clustered by prompt covers; the same
-    interval clustered by sequence (broken on purpose: the prompt's sequences taken as independent) does not."""
+    interval clustered by sequence (broken on purpose: the prompt's sequences taken as independent) does not. Its top
+    misses low (under the true KL) at most 3.5 %; with equal tails it does not (seed 38: 11 vs 33 of 600, bar 21)."""
     world = World(prompts=MIN_CLUSTERS, sequences_per_prompt=3, prompt_sd=0.75, sequence_sd=0.35, token_sd=1.0)
     rng = np.random.default_rng(38)
     sims = 600
-    by_prompt = by_sequence = 0
+    by_prompt = by_sequence = top_low = equal_top_low = 0
     for i in range(sims):
         d = draw(world, rng)
-        iv = cluster_mean_interval(d.values, d.prompt, n_boot=999, seed=i, log_scale=True)
+        iv = cluster_mean_interval(d.values, d.prompt, n_boot=2000, seed=i, log_scale=True)
         by_prompt += iv.low <= world.truth <= iv.high
-        bad = cluster_mean_interval(d.values, d.sequence, n_boot=999, seed=i, log_scale=True)
+        top_low += iv.high < world.truth  # the side a false "KL is small" (consistent) comes from
+        equal = cluster_mean_interval(d.values, d.prompt, n_boot=2000, seed=i, log_scale=True, upper_tail=None)
+        equal_top_low += equal.high < world.truth
+        bad = cluster_mean_interval(d.values, d.sequence, n_boot=2000, seed=i, log_scale=True)
         by_sequence += bad.low <= world.truth <= bad.high
     assert by_prompt / sims >= COVERAGE_BAR, f"{MIN_CLUSTERS} prompts x 3: coverage {by_prompt / sims:.3f}"
+    assert top_low / sims <= UPPER_MISS_BAR, f"the top missed low {top_low / sims:.3f} of the time"
     assert by_sequence / sims < COVERAGE_BAR, (
         f"sequences as clusters pass too ({by_sequence / sims:.3f}): the bar cannot fail")
+    assert equal_top_low / sims > UPPER_MISS_BAR, (
+        f"equal tails pass too ({equal_top_low / sims:.3f}): the upper-miss bar cannot fail")
+
+
+def test_the_upper_end_is_stricter_and_the_lower_end_unchanged() -> None:
+    """Only the top (what ``consistent`` rests on) moves: the lower end (what ``differs`` rests on) is the same
+    number with or without the stricter upper level, and the top is higher with it."""
+    d = draw(World(prompts=MIN_CLUSTERS, prompt_sd=0.75, sequence_sd=0.35), np.random.default_rng(3))
+    iv = cluster_mean_interval(d.values, d.prompt, seed=1, log_scale=True)
+    equal = cluster_mean_interval(d.values, d.prompt, seed=1, log_scale=True, upper_tail=None)
+    assert UPPER_TAIL < 0.025 and (iv.value, iv.low) == (equal.value, equal.low)
+    assert iv.high is not None and equal.high is not None and equal.low is not None and equal.value is not None
+    assert iv.high > equal.high > equal.value > equal.low
 
 
 def test_below_the_minimum_number_of_prompts_there_is_no_interval() -> None:
