@@ -48,14 +48,14 @@ METHODS = ("per-sequence", "per-prompt, equal tails", "per-prompt")
 
 
 def misses(make: Callable[[np.random.Generator], Draw], truth: float, sims: int, seed: int,
-           n_boot: int) -> dict[str, tuple[int, int]]:
+           n_boot: int, methods: tuple[str, ...] = METHODS) -> dict[str, tuple[int, int]]:
     """Per method, in how many of ``sims`` seeded runs the interval lies wholly above the truth, and wholly below."""
     rng = np.random.default_rng(seed)
-    above = dict.fromkeys(METHODS, 0)
-    below = dict.fromkeys(METHODS, 0)
+    above = dict.fromkeys(methods, 0)
+    below = dict.fromkeys(methods, 0)
     for i in range(sims):
         d = make(rng)
-        for method in METHODS:
+        for method in methods:
             labels = d.sequence if method == "per-sequence" else d.prompt
             tail = None if method == "per-prompt, equal tails" else UPPER_TAIL
             iv = cluster_mean_interval(d.values, labels, n_boot=n_boot, seed=i, min_clusters=2, log_scale=True,
@@ -63,7 +63,7 @@ def misses(make: Callable[[np.random.Generator], Draw], truth: float, sims: int,
             assert iv.low is not None and iv.high is not None
             above[method] += iv.low > truth
             below[method] += iv.high < truth
-    return {m: (above[m], below[m]) for m in METHODS}
+    return {m: (above[m], below[m]) for m in methods}
 
 
 def run_sequences(run_dir: Path, endpoint: str, suite: str) -> tuple[tuple[np.ndarray, ...], ...]:
@@ -82,13 +82,13 @@ def run_sequences(run_dir: Path, endpoint: str, suite: str) -> tuple[tuple[np.nd
 
 
 def table(name: str, cells: list[tuple[int, Callable[[np.random.Generator], Draw], float]], sims: int,
-          n_boot: int) -> None:
-    print(f"{name}\n{'prompts':>7} | " + " | ".join(f"{m:>31}" for m in METHODS))
+          n_boot: int, methods: tuple[str, ...] = METHODS) -> None:
+    print(f"{name}\n{'prompts':>7} | " + " | ".join(f"{m:>31}" for m in methods))
     for g, make, truth in cells:
         t0 = time.perf_counter()
-        hits = misses(make, truth, sims, seed=1000 + g, n_boot=n_boot)
+        hits = misses(make, truth, sims, seed=1000 + g, n_boot=n_boot, methods=methods)
         out = []
-        for m in METHODS:
+        for m in methods:
             up, down = hits[m]
             c = 1 - (up + down) / sims
             out.append(f"{c * 100:5.1f} % ± {np.sqrt(c * (1 - c) / sims) * 100:3.1f} "
@@ -108,6 +108,8 @@ def main() -> None:
     ap.add_argument("--from-run", type=Path, default=None, help="also resample this run folder's exact decode KL")
     ap.add_argument("--endpoint", default="int4-decode", help="the candidate whose KL --from-run resamples")
     ap.add_argument("--suite", default="logprob-smoke")
+    ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+                    help="which intervals (per-sequence clusters cost ~3x the others' CPU)")
     ap.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (scoring uses 2,000)")
     args = ap.parse_args()
     print(f"{args.sims} simulations per cell, {args.n_boot} bootstrap resamples, {args.per_prompt} sequences per "
@@ -118,7 +120,7 @@ def main() -> None:
                         token_sd=sd[2]) for g in args.prompts]
         table(f"lognormal world: log-sd between prompts {sd[0]}, between a prompt's sequences {sd[1]}, between "
               f"tokens {sd[2]}; sequences of 5-40 tokens",
-              [(w.prompts, partial(draw, w), w.truth) for w in worlds], args.sims, args.n_boot)
+              [(w.prompts, partial(draw, w), w.truth) for w in worlds], args.sims, args.n_boot, tuple(args.methods))
     if args.from_run is not None:
         seqs = run_sequences(args.from_run, args.endpoint, args.suite)
         worlds_e = [EmpiricalWorld(sequences=seqs, prompts=g, sequences_per_prompt=args.per_prompt)
@@ -127,7 +129,7 @@ def main() -> None:
               f"{sum(len(p) for p in seqs)} sequences, {sum(s.size for p in seqs for s in p)} tokens; true mean "
               f"{worlds_e[0].truth:.4g})",
               [(w.prompts, partial(draw_empirical, w), w.truth) for w in worlds_e], args.sims,
-              args.n_boot)
+              args.n_boot, tuple(args.methods))
 
 
 if __name__ == "__main__":
