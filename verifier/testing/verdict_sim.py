@@ -196,7 +196,7 @@ def kl_sequences(n_seq: int, tokens: int, mean_kl: float, rng: np.random.Generat
     Log-normal at both levels (KL is positive and right-skewed): a sequence's level has log-sd ``seq_sd`` (some
     prompts are harder for a quantized model than others), its tokens log-sd ``token_sd`` around it; both
     mean-one, so the expected per-token KL is ``mean_kl``. The defaults are the spread the KL interval's coverage
-    was measured at (``verifier.kinds.logprob.cluster_ci``: 94-96 % from 16 to 48 sequences).
+    was measured at (``benchmarks/kl_coverage.py``; its measured coverage is in ``verifier.kinds.logprob.cluster_ci``).
     """
     level = mean_kl * np.exp(seq_sd * rng.standard_normal(n_seq) - seq_sd ** 2 / 2)
     noise = np.exp(token_sd * rng.standard_normal((n_seq, tokens)) - token_sd ** 2 / 2)
