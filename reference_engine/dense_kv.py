@@ -11,15 +11,16 @@ Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers
 (the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
 positions past a row's length masked the same way) and the same layouts, with only a larger row stride, which BLAS
 packs away (checked: tests/engine/test_dense_kv.py runs the same traffic both ways and compares every logprob).
-Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout) and pools
-whose values never change once written (not FP8, where a page-head is requantised when its scale grows).
+Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout). FP8 pools
+too: there a token's write can requantise its page-head (when the page-head's scale grows), so each step reads each
+row's current page back whole (page size tokens instead of one; the pages before it are full and never change).
 """
 
 from __future__ import annotations
 
 import torch
 
-from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention
+from reference_engine.kernels.torch_ops import DecodePlan, dequantize, grouped_decode_attention
 
 CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
 
@@ -77,17 +78,30 @@ class DenseKV:
         self.key = None
 
     def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor,
-                  v_pages: torch.Tensor, plan: DecodePlan, scale: float) -> torch.Tensor:
-        """One layer's decode attention. ``k``/``v`` [B, KVH, D]: this step's token, already written to the pool."""
+                  v_pages: torch.Tensor, plan: DecodePlan, scale: float, k_scales: torch.Tensor | None = None,
+                  v_scales: torch.Tensor | None = None) -> torch.Tensor:
+        """One layer's decode attention. ``k``/``v`` [B, KVH, D]: this step's token, already written to the pool;
+        ``k_scales``/``v_scales``: the pool's FP8 scales (None for other pools)."""
         b, h, d = q.shape
         kvh = self.kvh
         length = plan.hidden.shape[-1]
         k_t, vb = self.k_t[layer][:b], self.v[layer][:b]
         if self.fresh:
-            kg = k_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
-            vg = v_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
-            k_t[..., :length].copy_(kg.permute(0, 2, 3, 1))
-            vb[:, :, :length].copy_(vg.transpose(1, 2))
+            kg = k_pages.index_select(0, plan.page_idx)
+            vg = v_pages.index_select(0, plan.page_idx)
+            if k_scales is not None and v_scales is not None:
+                kg = dequantize(kg, k_scales.index_select(0, plan.page_idx), q.dtype)
+                vg = dequantize(vg, v_scales.index_select(0, plan.page_idx), q.dtype)
+            k_t[..., :length].copy_(kg.view(b, length, kvh, d).permute(0, 2, 3, 1))
+            vb[:, :, :length].copy_(vg.view(b, length, kvh, d).transpose(1, 2))
+        elif k_scales is not None and v_scales is not None:
+            # FP8: writing this token may have requantised its whole page-head (its scale grew), so the row's
+            # current page is read back entire; earlier pages are full and never change during decode
+            rows, pos = plan.rows[:, None], plan.tail_pos
+            k_t[rows, :, :, pos] = dequantize(k_pages.index_select(0, plan.tail_page),
+                                              k_scales.index_select(0, plan.tail_page), q.dtype)
+            vb[rows, :, pos] = dequantize(v_pages.index_select(0, plan.tail_page),
+                                          v_scales.index_select(0, plan.tail_page), q.dtype)
         else:
             if k_pages.dtype != q.dtype:            # the value the pool holds, as a gather would read it back
                 k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)

@@ -193,7 +193,7 @@ class Attention(nn.Module):
                 mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
             meta.plan = torch_ops.decode_plan(meta.block_tables, meta.seq_lens, kp.shape[1], mismatch)
         if meta.dense is not None:
-            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale)
+            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale, ks, vs)
         return torch_ops.planned_decode_attention(q, kp, vp, ks, vs, meta.plan, self.scale)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:

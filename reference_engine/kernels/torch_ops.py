@@ -28,7 +28,7 @@ def gather_kv(
     idx = block_table.long()
     x = pages[idx]                                           # [P, page, KVH, D]
     if scales is not None:
-        x = x.to(dtype) * scales[idx][:, None, :, None].to(dtype)
+        x = dequantize(x, scales[idx], dtype)
     else:
         x = x.to(dtype)
     return x.reshape(-1, x.shape[-2], x.shape[-1])[:n_tokens]
@@ -45,6 +45,8 @@ class DecodePlan:
     any_mismatch: bool
     rows: torch.Tensor                       # [B] int64: 0..B-1 } where each row's current token goes
     last: torch.Tensor                       # [B] int64: seq_len - 1 } in a dense per-batch buffer (dense_kv.py)
+    tail_page: torch.Tensor                  # [B] int64: the page holding each row's current token
+    tail_pos: torch.Tensor                   # [B, page] int64: that page's positions in the row
 
 
 def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
@@ -53,8 +55,17 @@ def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: i
     pos = torch.arange(idx.shape[1] * page_size, device=idx.device)
     lens = seq_lens.to(pos.dtype)
     hidden = (pos[None, :] >= lens[:, None]) | mismatch[:, None]
-    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()),
-                      torch.arange(idx.shape[0], device=idx.device), lens - 1)
+    rows = torch.arange(idx.shape[0], device=idx.device)
+    last = lens - 1
+    tail = last // page_size
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()), rows, last,
+                      idx[rows, tail], tail[:, None] * page_size + pos[None, :page_size])
+
+
+def dequantize(pages: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """FP8 K or V of gathered pages [N, page, KVH, D] with their scales [N, KVH], in ``dtype``: the one formula
+    every reader uses (page gather, dense buffers), so they all see the same values."""
+    return pages.to(dtype) * scales[:, None, :, None].to(dtype)
 
 
 def paged_decode_attention(
@@ -89,8 +100,8 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
     k = k_pages.index_select(0, idx).view(b, -1, *k_pages.shape[1:])    # [B, P, page, KVH, D]
     v = v_pages.index_select(0, idx).view(b, -1, *v_pages.shape[1:])
     if k_scales is not None and v_scales is not None:  # FP8 pages: both scale tensors, always together
-        k = k.to(q.dtype) * k_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
-        v = v.to(q.dtype) * v_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
+        k = dequantize(k.view(-1, *k_pages.shape[1:]), k_scales.index_select(0, idx), q.dtype).view(k.shape)
+        v = dequantize(v.view(-1, *v_pages.shape[1:]), v_scales.index_select(0, idx), q.dtype).view(v.shape)
     elif k.dtype != q.dtype:
         k = k.to(q.dtype)
         v = v.to(q.dtype)
