@@ -1,7 +1,7 @@
 """The reference engine of two source trees, side by side on `engine_decode.py`'s workload: speed and greedy tokens.
 
     python benchmarks/engine_ab.py --tree /path/to/old/checkout --tree . [--concurrency 1 8 32] [--repeats 5]
-                                   [--kv fp32] [--weights fp32] [--clock cpu]
+                                   [--kv fp32] [--weights fp32] [--clock cpu] [--stagger]
 
 Why a separate script: `engine_decode.py` measures one tree's engine against Hugging Face; to steer a change of the
 engine the question is "new engine vs old engine", on the same machine, in the same minutes. Each tree's engine runs
@@ -59,17 +59,19 @@ def _worker(kv: str, weights: str, threads: int, clock_name: str) -> None:
             cmd = json.loads(line)
             g = torch.Generator().manual_seed(0)
             reqs = [torch.randint(10, vocab - 10, (32,), generator=g).tolist() for _ in range(cmd["conc"])]
+            # staggered: request i stops after new * (i % 4 + 1) / 4 tokens, so the batch changes every few steps
+            new = [cmd["new"] * (i % 4 + 1) // 4 if cmd["stagger"] else cmd["new"] for i in range(len(reqs))]
             got: list[list[int]] = []
             t = clock()
             for _ in range(cmd["reps"]):
                 got = [[] for _ in reqs]
                 for i, p in enumerate(reqs):
                     eng.submit(f"r{i}-{time.monotonic_ns()}", p,
-                               SamplingParams(temperature=0, max_tokens=cmd["new"], ignore_eos=True),
+                               SamplingParams(temperature=0, max_tokens=new[i], ignore_eos=True),
                                sink_for(got[i]))
                 eng.run_until_idle()
             dt = clock() - t
-            print(json.dumps({"tok_s": cmd["reps"] * cmd["new"] * len(reqs) / dt, "tokens": got}), flush=True)
+            print(json.dumps({"tok_s": cmd["reps"] * sum(new) / dt, "tokens": got}), flush=True)
 
 
 class Side:
@@ -91,9 +93,9 @@ class Side:
             raise SystemExit(f"{self.tree}: the worker exited (see its error above)")
         return json.loads(line)
 
-    def run(self, conc: int, new: int, reps: int) -> tuple[float, list[list[int]]]:
+    def run(self, conc: int, new: int, reps: int, stagger: bool) -> tuple[float, list[list[int]]]:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"conc": conc, "new": new, "reps": reps}) + "\n")
+        self.proc.stdin.write(json.dumps({"conc": conc, "new": new, "reps": reps, "stagger": stagger}) + "\n")
         self.proc.stdin.flush()
         r = self._read()
         return r["tok_s"], r["tokens"]
@@ -123,6 +125,8 @@ def main() -> None:
     ap.add_argument("--weights", default="fp32", help="weight format (default fp32 as engine_decode.py)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    ap.add_argument("--stagger", action="store_true",
+                    help="request i stops after new * (i %% 4 + 1) / 4 tokens (the batch changes as requests finish)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -134,7 +138,8 @@ def main() -> None:
         ap.error("--repeats must be at least 5")
     sides = [Side(t.resolve(), args) for t in args.tree]
     print(f"A = {sides[0].tree}, B = {sides[1].tree}; kv {args.kv}, weights {args.weights}, threads {args.threads}, "
-          f"{args.clock} clock, median of {args.repeats} rounds (A B / B A alternating) ± half the spread")
+          f"{args.clock} clock{', staggered lengths' if args.stagger else ''}, median of {args.repeats} rounds "
+          "(A B / B A alternating) ± half the spread")
     print(f"{'conc':>5} {'reps':>4} {'A tok/s':>14} {'B tok/s':>14} {'B / A':>14}  greedy A = B")
     try:
         for c in args.concurrency:
@@ -146,7 +151,7 @@ def main() -> None:
                 order = (0, 1) if round_ % 2 == 0 else (1, 0)
                 warm: list[float] = []
                 for i in order:
-                    r, toks[i] = sides[i].run(c, args.new, reps)
+                    r, toks[i] = sides[i].run(c, args.new, reps, args.stagger)
                     (rates[i] if round_ else warm).append(r)
                 same &= toks[0] == toks[1]
                 if not round_:

@@ -50,6 +50,7 @@ def test_dense_decode_equals_the_page_gather_bit_for_bit(llama_ckpt, kv):
                                                                           for c in w.choices]
     # and the buffers were really used across steps, not refilled every step
     assert dense.dense.steps > 40 and dense.dense.refills < dense.dense.steps / 2
+    assert dense.dense.carried >= 3        # arrivals and finishes kept the other rows' buffers (moved when needed)
     assert dense.dense.k_t == []                             # released once idle
 
 
