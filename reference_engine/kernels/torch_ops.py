@@ -159,8 +159,8 @@ def write_kv(
 
 def _write_fp8(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
                k_scales: torch.Tensor, v_scales: torch.Tensor, slots: torch.Tensor) -> None:
-    """Per (page, head): scale = amax / 448; when a call grows any page-head's scale, every page it touches is
-    requantised to its new scales (a ratio of 1 leaves a page-head's bytes as they were).
+    """Per (page, head): scale = amax / 448; a page whose K or V scale grows in any head is requantised to its new
+    scales (a ratio of exactly 1 leaves the other heads' bytes as they were; pages that did not grow are not read).
 
     A freshly assigned page has scale 0 (the block manager resets it), so stale bytes from the previous owner are
     multiplied by 0 and never leak into the new scale. K and V go through each step together, stacked (``[2, ...]``):
@@ -176,12 +176,15 @@ def _write_fp8(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pages:
     new_amax.scatter_reduce_(1, inv[None, :, None].expand_as(amax_tok), amax_tok, reduce="amax")
     old_scale = torch.stack([k_scales.index_select(0, uniq), v_scales.index_select(0, uniq)])   # [2, U, KVH]
     new_scale = torch.maximum(old_scale, new_amax / FP8_MAX)
-    if bool((new_scale > old_scale).any()):
-        ratio = torch.where(new_scale > 0, old_scale / torch.where(new_scale > 0, new_scale, 1.0), 0.0)
+    grown = (new_scale > old_scale).any(dim=2).any(dim=0)                  # [U]: a K or V head of the page grew
+    if bool(grown.any()):
+        sel = grown.nonzero()[:, 0]
+        up, ns, os_ = uniq.index_select(0, sel), new_scale.index_select(1, sel), old_scale.index_select(1, sel)
+        ratio = torch.where(ns > 0, os_ / torch.where(ns > 0, ns, 1.0), 0.0)   # 1 exactly where a head kept its scale
         for i, (pages_t, scales) in enumerate(((k_pages, k_scales), (v_pages, v_scales))):
-            requant = (pages_t.index_select(0, uniq).float() * ratio[i][:, None, :, None]).clamp_(-FP8_MAX, FP8_MAX)
-            _bytes(pages_t).index_copy_(0, uniq, _bytes(requant.to(pages_t.dtype)))
-            scales.index_copy_(0, uniq, new_scale[i])
+            requant = (pages_t.index_select(0, up).float() * ratio[i][:, None, :, None]).clamp_(-FP8_MAX, FP8_MAX)
+            _bytes(pages_t).index_copy_(0, up, _bytes(requant.to(pages_t.dtype)))
+            scales.index_copy_(0, up, ns[i])
     s = new_scale.index_select(1, inv)                                     # [2, T, KVH]
     safe = torch.where(s > 0, s, 1.0)
     q = (x.float() / safe[..., None]).clamp_(-FP8_MAX, FP8_MAX).to(k_pages.dtype)

@@ -50,8 +50,8 @@ def test_fp8_write_uses_per_page_head_scales_and_requantises():
 
 def _fp8_write_by_hand(x, pages, scales, slots):
     """The FP8 write rule, one page-head and one token at a time (float32 arithmetic, as the rule states it): a
-    touched page-head's scale grows to cover its new tokens' amax / 448; if any grew, every touched page-head is
-    requantised by old / new scale (0 where the new scale is 0); then each token is stored as x / scale."""
+    touched page-head's scale grows to cover its new tokens' amax / 448; the heads of a page where one grew are
+    requantised by old / new scale (a ratio of 1 where it did not); then each token is stored as x / scale."""
     ps, kvh = pages.shape[1], pages.shape[2]
     touched = sorted({s // ps for s in slots})
     new = {}
@@ -59,11 +59,13 @@ def _fp8_write_by_hand(x, pages, scales, slots):
         for h in range(kvh):
             amax = max(x[t, h].float().abs().max() for t, s in enumerate(slots) if s // ps == p)
             new[p, h] = torch.maximum(scales[p, h], amax / 448)
-    if any(bool(new[key] > scales[key]) for key in new):
-        for (p, h), n in new.items():
-            ratio = scales[p, h] / n if bool(n > 0) else torch.zeros(())
+    for p in touched:
+        if not any(bool(new[p, h] > scales[p, h]) for h in range(kvh)):
+            continue
+        for h in range(kvh):
+            ratio = scales[p, h] / new[p, h] if bool(new[p, h] > 0) else torch.zeros(())
             pages[p, :, h] = (pages[p, :, h].float() * ratio).clamp(-448, 448).to(pages.dtype)
-            scales[p, h] = n
+            scales[p, h] = new[p, h]
     for t, s in enumerate(slots):
         for h in range(kvh):
             n = new[s // ps, h]
