@@ -11,15 +11,16 @@ Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers
 (the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
 positions past a row's length masked the same way) and the same layouts, with only a larger row stride, which BLAS
 packs away (checked: tests/engine/test_dense_kv.py runs the same traffic both ways and compares every logprob).
-Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout) and pools
-whose values never change once written (not FP8, where a page-head is requantised when its scale grows).
+Used for batches of two or more rows (one row's gather is cheap, and its K takes another matmul layout). FP8 pools
+too: there a token's write can requantise its page-head (when the page-head's scale grows), so each step reads each
+row's current page back whole (page size tokens instead of one; the pages before it are full and never change).
 """
 
 from __future__ import annotations
 
 import torch
 
-from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention
+from reference_engine.kernels.torch_ops import DecodePlan, dequantize, grouped_decode_attention
 
 CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
 
@@ -36,8 +37,11 @@ class DenseKV:
         self.rows = self.cap = 0
         self.key: tuple[object, ...] | None = None     # the batch (sequence ids, in row order) the buffers hold
         self.fresh = False                          # this step refills every layer from the pool
+        self.moves: tuple[torch.Tensor, torch.Tensor] | None = None  # this step: rows kept, (new rows, old rows)
+        self.fills: torch.Tensor | None = None      # this step: rows new to the batch, read from the pool
         self._pending: tuple[object, ...] | None = None
         self.steps = self.refills = 0               # decode steps that used the buffers, and those that refilled them
+        self.carried = 0                            # steps whose batch changed but kept some rows' buffers
 
     def begin_step(self, key: tuple[object, ...], length: int) -> bool:
         """Prepare for a decode step over the batch ``key`` (one entry per row) whose padded length is ``length``;
@@ -45,7 +49,11 @@ class DenseKV:
         sequence grows by exactly one token per decode step and leaves the batch when it stops or is preempted, so an
         unchanged key means the buffers are exactly one token behind."""
         n = len(key)
-        self.fresh = key != self.key or length > self.cap or n > self.rows
+        grow = length > self.cap or n > self.rows
+        self.fresh = key != self.key or grow
+        self.moves = self.fills = None
+        if self.fresh and not grow and self.key is not None:
+            self.fresh = not self._carry_over(self.key, key)
         self.key = None                             # set again by finish_step: a failed or skipped step forces a refill
         if n < 2:
             return False
@@ -67,6 +75,24 @@ class DenseKV:
         self.refills += self.fresh
         return True
 
+    def _carry_over(self, old: tuple[object, ...], new: tuple[object, ...]) -> bool:
+        """When the batch changed (a request arrived or left), plan to keep the rows of the sequences that stay (moved
+        to their new row if it differs: they are exactly one token behind, as for an unchanged batch) and to read
+        only the new ones from the pool. Why: requests come and go every few steps in a busy server, and a refill
+        reads (and for FP8 dequantises) every row's pages in every layer. False when no row stays."""
+        where = {kk: i for i, kk in enumerate(old)}
+        src = [where.get(kk, -1) for kk in new]
+        kept = [(i, j) for i, j in enumerate(src) if j >= 0]
+        if not kept:
+            return False
+        moved = [(i, j) for i, j in kept if i != j]
+        if moved:
+            self.moves = (torch.tensor([i for i, _ in moved]), torch.tensor([j for _, j in moved]))
+        fills = [i for i, j in enumerate(src) if j < 0]
+        self.fills = torch.tensor(fills) if fills else None
+        self.carried += 1
+        return True
+
     def finish_step(self) -> None:
         self.key = self._pending
 
@@ -77,20 +103,55 @@ class DenseKV:
         self.key = None
 
     def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor,
-                  v_pages: torch.Tensor, plan: DecodePlan, scale: float) -> torch.Tensor:
-        """One layer's decode attention. ``k``/``v`` [B, KVH, D]: this step's token, already written to the pool."""
+                  v_pages: torch.Tensor, plan: DecodePlan, scale: float, k_scales: torch.Tensor | None = None,
+                  v_scales: torch.Tensor | None = None) -> torch.Tensor:
+        """One layer's decode attention. ``k``/``v`` [B, KVH, D]: this step's token, already written to the pool;
+        ``k_scales``/``v_scales``: the pool's FP8 scales (None for other pools)."""
         b, h, d = q.shape
         kvh = self.kvh
         length = plan.hidden.shape[-1]
         k_t, vb = self.k_t[layer][:b], self.v[layer][:b]
         if self.fresh:
-            kg = k_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
-            vg = v_pages.index_select(0, plan.page_idx).view(b, length, kvh, d)
-            k_t[..., :length].copy_(kg.permute(0, 2, 3, 1))
-            vb[:, :, :length].copy_(vg.transpose(1, 2))
+            kg, vg = _read_rows(k_pages, v_pages, k_scales, v_scales, plan.page_idx, q.dtype)
+            k_t[..., :length].copy_(kg.view(b, length, kvh, d).permute(0, 2, 3, 1))
+            vb[:, :, :length].copy_(vg.view(b, length, kvh, d).transpose(1, 2))
+            return grouped_decode_attention(q, k_t[..., :length], vb[:, :, :length], plan, scale)
+        if self.moves is not None:                  # index_select copies first: overlapping moves are safe
+            dst, src = self.moves
+            whole_k, whole_v = self.k_t[layer][..., :length], self.v[layer][:, :, :length]
+            whole_k[dst] = whole_k.index_select(0, src)
+            whole_v[dst] = whole_v.index_select(0, src)
+        if self.fills is not None:
+            idx = plan.page_idx.view(b, -1).index_select(0, self.fills).reshape(-1)
+            kg, vg = _read_rows(k_pages, v_pages, k_scales, v_scales, idx, q.dtype)
+            n = self.fills.numel()
+            k_t[self.fills, :, :, :length] = kg.view(n, length, kvh, d).permute(0, 2, 3, 1)
+            vb[self.fills, :, :length] = vg.view(n, length, kvh, d).transpose(1, 2)
+        # then every row takes this step's token (the rows just read from the pool hold it already: same values)
+        if k_scales is not None and v_scales is not None:
+            # FP8: writing this token may have requantised its whole page-head (its scale grew), so the row's
+            # current page is read back entire; earlier pages are full and never change during decode
+            rows, pos = plan.rows[:, None], plan.tail_pos
+            k_t[rows, :, :, pos] = dequantize(k_pages.index_select(0, plan.tail_page),
+                                              k_scales.index_select(0, plan.tail_page), q.dtype)
+            vb[rows, :, pos] = dequantize(v_pages.index_select(0, plan.tail_page),
+                                          v_scales.index_select(0, plan.tail_page), q.dtype)
         else:
             if k_pages.dtype != q.dtype:            # the value the pool holds, as a gather would read it back
                 k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)
             k_t[plan.rows, :, :, plan.last] = k
             vb[plan.rows, :, plan.last] = v
         return grouped_decode_attention(q, k_t[..., :length], vb[:, :, :length], plan, scale)
+
+
+def _read_rows(k_pages: torch.Tensor, v_pages: torch.Tensor, k_scales: torch.Tensor | None,
+               v_scales: torch.Tensor | None, page_idx: torch.Tensor,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pages ``page_idx`` of K and V as a gather reads them: [N, page, KVH, D] in ``dtype`` (dequantised for
+    FP8 pools)."""
+    kg = k_pages.index_select(0, page_idx)
+    vg = v_pages.index_select(0, page_idx)
+    if k_scales is not None and v_scales is not None:
+        kg = dequantize(kg, k_scales.index_select(0, page_idx), dtype)
+        vg = dequantize(vg, v_scales.index_select(0, page_idx), dtype)
+    return kg.to(dtype), vg.to(dtype)

@@ -104,7 +104,7 @@ class Engine:
         self.blocks = BlockManager(self.pool, prefix_cache=config.prefix_cache)
         mc = self.model_config
         self.dense: DenseKV | None = None
-        if config.device == "cpu" and config.kv_dtype != "fp8":
+        if config.device == "cpu":
             self.dense = DenseKV(mc.num_layers, mc.num_kv_heads, mc.head_dim, self.model.dtype, DENSE_KV_MAX_BYTES)
         self.scheduler = Scheduler(self.blocks, max_num_seqs=config.max_num_seqs,
                                    max_prefill_tokens=config.max_prefill_tokens, max_waiting=config.max_waiting,

@@ -193,12 +193,20 @@ class Attention(nn.Module):
                 mismatch = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
             meta.plan = torch_ops.decode_plan(meta.block_tables, meta.seq_lens, kp.shape[1], mismatch)
         if meta.dense is not None:
-            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale)
+            return meta.dense.attention(self.layer, q, k, v, kp, vp, meta.plan, self.scale, ks, vs)
         return torch_ops.planned_decode_attention(q, kp, vp, ks, vs, meta.plan, self.scale)
 
     def _prefill_attention(self, q, k, v, kp, vp, ks, vs, segments: list[PrefillSegment]) -> torch.Tensor:
-        """Causal attention per sequence: the new tokens' fresh K/V, after the cached prefix read back from pages."""
+        """Causal attention per sequence: the new tokens' fresh K/V, after the cached prefix read back from pages.
+
+        Each sequence alone (not padded into one call with the others): then a prompt's logits do not depend on
+        which other prompts shared its step, so the same request gives the same bits in any batch (the default
+        run's forced-decoding KL of a variant against itself is exactly 0). Inputs go in as one-sequence batches
+        [1, heads, length, D]: SDPA's fused CPU kernel takes 4-D inputs only, and is about twice as fast as the
+        unfused path 3-D inputs take (measured: 10 new tokens after 100 cached, bf16, 87 -> 44 us per call).
+        """
         outs = []
+        gqa = self.num_heads != self.num_kv_heads
         for seg in segments:
             sl = slice(seg.start, seg.start + seg.length)
             qs, kn, vn = q[sl], k[sl], v[sl]
@@ -209,13 +217,13 @@ class Attention(nn.Module):
                 qpos = torch.arange(seg.length, device=q.device)[:, None] + seg.num_cached
                 mask = torch.arange(kn.shape[0], device=q.device)[None, :] <= qpos
                 o = F.scaled_dot_product_attention(
-                    qs.transpose(0, 1), kn.transpose(0, 1), vn.transpose(0, 1), attn_mask=mask,
-                    scale=self.scale, enable_gqa=self.num_heads != self.num_kv_heads)
+                    qs.transpose(0, 1)[None], kn.transpose(0, 1)[None], vn.transpose(0, 1)[None], attn_mask=mask,
+                    scale=self.scale, enable_gqa=gqa)
             else:
                 o = F.scaled_dot_product_attention(
-                    qs.transpose(0, 1), kn.transpose(0, 1), vn.transpose(0, 1), is_causal=True,
-                    scale=self.scale, enable_gqa=self.num_heads != self.num_kv_heads)
-            outs.append(o.transpose(0, 1))
+                    qs.transpose(0, 1)[None], kn.transpose(0, 1)[None], vn.transpose(0, 1)[None], is_causal=True,
+                    scale=self.scale, enable_gqa=gqa)
+            outs.append(o[0].transpose(0, 1))
         return torch.cat(outs) if len(outs) > 1 else outs[0]
 
 

@@ -28,7 +28,7 @@ def gather_kv(
     idx = block_table.long()
     x = pages[idx]                                           # [P, page, KVH, D]
     if scales is not None:
-        x = x.to(dtype) * scales[idx][:, None, :, None].to(dtype)
+        x = dequantize(x, scales[idx], dtype)
     else:
         x = x.to(dtype)
     return x.reshape(-1, x.shape[-2], x.shape[-1])[:n_tokens]
@@ -45,6 +45,8 @@ class DecodePlan:
     any_mismatch: bool
     rows: torch.Tensor                       # [B] int64: 0..B-1 } where each row's current token goes
     last: torch.Tensor                       # [B] int64: seq_len - 1 } in a dense per-batch buffer (dense_kv.py)
+    tail_page: torch.Tensor                  # [B] int64: the page holding each row's current token
+    tail_pos: torch.Tensor                   # [B, page] int64: that page's positions in the row
 
 
 def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: int,
@@ -53,8 +55,17 @@ def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: i
     pos = torch.arange(idx.shape[1] * page_size, device=idx.device)
     lens = seq_lens.to(pos.dtype)
     hidden = (pos[None, :] >= lens[:, None]) | mismatch[:, None]
-    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()),
-                      torch.arange(idx.shape[0], device=idx.device), lens - 1)
+    rows = torch.arange(idx.shape[0], device=idx.device)
+    last = lens - 1
+    tail = last // page_size
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()), rows, last,
+                      idx[rows, tail], tail[:, None] * page_size + pos[None, :page_size])
+
+
+def dequantize(pages: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """FP8 K or V of gathered pages [N, page, KVH, D] with their scales [N, KVH], in ``dtype``: the one formula
+    every reader uses (page gather, dense buffers), so they all see the same values."""
+    return pages.to(dtype) * scales[:, None, :, None].to(dtype)
 
 
 def paged_decode_attention(
@@ -89,8 +100,8 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
     k = k_pages.index_select(0, idx).view(b, -1, *k_pages.shape[1:])    # [B, P, page, KVH, D]
     v = v_pages.index_select(0, idx).view(b, -1, *v_pages.shape[1:])
     if k_scales is not None and v_scales is not None:  # FP8 pages: both scale tensors, always together
-        k = k.to(q.dtype) * k_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
-        v = v.to(q.dtype) * v_scales.index_select(0, idx).view(b, -1, 1, kvh, 1).to(q.dtype)
+        k = dequantize(k.view(-1, *k_pages.shape[1:]), k_scales.index_select(0, idx), q.dtype).view(k.shape)
+        v = dequantize(v.view(-1, *v_pages.shape[1:]), v_scales.index_select(0, idx), q.dtype).view(v.shape)
     elif k.dtype != q.dtype:
         k = k.to(q.dtype)
         v = v.to(q.dtype)
@@ -143,35 +154,50 @@ def write_kv(
         k_pages[slots // page_size, slots % page_size] = k.to(k_pages.dtype)
         v_pages[slots // page_size, slots % page_size] = v.to(v_pages.dtype)
         return
-    page_size = k_pages.shape[1]
-    pages, offs = slots // page_size, slots % page_size
-    _write_fp8(k, k_pages, k_scales, pages, offs)
-    _write_fp8(v, v_pages, v_scales, pages, offs)
+    _write_fp8(k, v, k_pages, v_pages, k_scales, v_scales, slots)
 
 
-def _write_fp8(x: torch.Tensor, pages_t: torch.Tensor, scales: torch.Tensor, pages: torch.Tensor,
-               offs: torch.Tensor) -> None:
-    """Per (page, head): scale = amax / 448; a page-head whose amax grows is requantised to the larger scale.
+def _write_fp8(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
+               k_scales: torch.Tensor, v_scales: torch.Tensor, slots: torch.Tensor) -> None:
+    """Per (page, head): scale = amax / 448; a page whose K or V scale grows in any head is requantised to its new
+    scales (a ratio of exactly 1 leaves the other heads' bytes as they were; pages that did not grow are not read).
 
     A freshly assigned page has scale 0 (the block manager resets it), so stale bytes from the previous owner are
-    multiplied by 0 and never leak into the new scale.
+    multiplied by 0 and never leak into the new scale. K and V go through each step together, stacked (``[2, ...]``):
+    the decode hot path is some twenty small ops on a few hundred values, so their count, not their size, is the
+    cost (half as many as quantising K and V one after the other).
     """
+    page_size, kvh = k_pages.shape[1], k_pages.shape[2]
+    pages = slots // page_size
     uniq, inv = torch.unique(pages, return_inverse=True)
-    t, kvh, _ = x.shape
-    amax_tok = x.detach().abs().amax(dim=-1).float()                       # [T, KVH]
-    new_amax = torch.zeros(uniq.numel(), kvh, dtype=torch.float32, device=x.device)
-    new_amax.scatter_reduce_(0, inv[:, None].expand(t, kvh), amax_tok, reduce="amax")
-    old_scale = scales[uniq]                                               # [U, KVH]
+    x = torch.stack([k, v]).detach()                                       # [2, T, KVH, D]
+    amax_tok = x.abs().amax(dim=-1).float()                                # [2, T, KVH]
+    new_amax = torch.zeros(2, uniq.numel(), kvh, dtype=torch.float32, device=x.device)
+    new_amax.scatter_reduce_(1, inv[None, :, None].expand_as(amax_tok), amax_tok, reduce="amax")
+    old_scale = torch.stack([k_scales.index_select(0, uniq), v_scales.index_select(0, uniq)])   # [2, U, KVH]
     new_scale = torch.maximum(old_scale, new_amax / FP8_MAX)
-    grown = new_scale > old_scale
-    if grown.any():
-        ratio = torch.where(new_scale > 0, old_scale / torch.where(new_scale > 0, new_scale, 1.0), 0.0)
-        requant = (pages_t[uniq].float() * ratio[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX)
-        pages_t[uniq] = requant.to(pages_t.dtype)
-        scales[uniq] = new_scale
-    s = new_scale[inv]                                                     # [T, KVH]
+    grown = (new_scale > old_scale).any(dim=2).any(dim=0)                  # [U]: a K or V head of the page grew
+    if bool(grown.any()):
+        sel = grown.nonzero()[:, 0]
+        up, ns, os_ = uniq.index_select(0, sel), new_scale.index_select(1, sel), old_scale.index_select(1, sel)
+        ratio = torch.where(ns > 0, os_ / torch.where(ns > 0, ns, 1.0), 0.0)   # 1 exactly where a head kept its scale
+        for i, (pages_t, scales) in enumerate(((k_pages, k_scales), (v_pages, v_scales))):
+            requant = (pages_t.index_select(0, up).float() * ratio[i][:, None, :, None]).clamp_(-FP8_MAX, FP8_MAX)
+            _bytes(pages_t).index_copy_(0, up, _bytes(requant.to(pages_t.dtype)))
+            scales.index_copy_(0, up, ns[i])
+    s = new_scale.index_select(1, inv)                                     # [2, T, KVH]
     safe = torch.where(s > 0, s, 1.0)
-    pages_t[pages, offs] = (x.float() / safe[:, :, None]).clamp(-FP8_MAX, FP8_MAX).to(pages_t.dtype)
+    q = (x.float() / safe[..., None]).clamp_(-FP8_MAX, FP8_MAX).to(k_pages.dtype)
+    for i, pages_t in enumerate((k_pages, v_pages)):
+        if pages_t.is_contiguous():
+            _bytes(pages_t).view(-1, *pages_t.shape[2:]).index_copy_(0, slots, _bytes(q[i]))
+        else:
+            pages_t[pages, slots % page_size] = q[i]
+
+
+def _bytes(x: torch.Tensor) -> torch.Tensor:
+    """An FP8 tensor's bytes as uint8, the same memory: index_copy_ has no float8 kernel on CPU."""
+    return x.view(torch.uint8)
 
 
 def int4_linear(x: torch.Tensor, packed: Int4Weight) -> torch.Tensor:

@@ -48,6 +48,49 @@ def test_fp8_write_uses_per_page_head_scales_and_requantises():
     assert ks[0].eq(0).all() and ks[2].eq(0).all()          # untouched pages keep scale 0
 
 
+def _fp8_write_by_hand(x, pages, scales, slots):
+    """The FP8 write rule, one page-head and one token at a time (float32 arithmetic, as the rule states it): a
+    touched page-head's scale grows to cover its new tokens' amax / 448; the heads of a page where one grew are
+    requantised by old / new scale (a ratio of 1 where it did not); then each token is stored as x / scale."""
+    ps, kvh = pages.shape[1], pages.shape[2]
+    touched = sorted({s // ps for s in slots})
+    new = {}
+    for p in touched:
+        for h in range(kvh):
+            amax = max(x[t, h].float().abs().max() for t, s in enumerate(slots) if s // ps == p)
+            new[p, h] = torch.maximum(scales[p, h], amax / 448)
+    for p in touched:
+        if not any(bool(new[p, h] > scales[p, h]) for h in range(kvh)):
+            continue
+        for h in range(kvh):
+            ratio = scales[p, h] / new[p, h] if bool(new[p, h] > 0) else torch.zeros(())
+            pages[p, :, h] = (pages[p, :, h].float() * ratio).clamp(-448, 448).to(pages.dtype)
+            scales[p, h] = new[p, h]
+    for t, s in enumerate(slots):
+        for h in range(kvh):
+            n = new[s // ps, h]
+            safe = n if bool(n > 0) else torch.ones(())
+            pages[s // ps, s % ps, h] = (x[t, h].float() / safe).clamp(-448, 448).to(pages.dtype)
+
+
+def test_fp8_write_equals_the_rule_by_hand_bit_for_bit():
+    """Prefill chunks sharing pages, then decode appends whose amax grows now and then, over stale bytes."""
+    g = torch.Generator().manual_seed(1)
+    ps, kvh, d = 4, 2, 8
+    got = [(torch.randn(8, ps, kvh, d, generator=g) * 100).to(torch.float8_e4m3fn) for _ in range(2)]
+    got_s = [torch.zeros(8, kvh), torch.zeros(8, kvh)]                   # fresh owners: scales reset to 0
+    want, want_s = [p.clone() for p in got], [s.clone() for s in got_s]
+    calls = [[0, 1, 2, 3, 4, 5, 20, 21, 22], [6, 23], [7, 24], [8, 25], [9, 26], [10, 27, 28, 29, 30]]
+    for n, slots in enumerate(calls):
+        k = (torch.randn(len(slots), kvh, d, generator=g) * (1 + n % 3)).to(torch.bfloat16)
+        v = (torch.randn(len(slots), kvh, d, generator=g) * (3 - n % 3)).to(torch.bfloat16)
+        torch_ops.write_kv(k, v, got[0], got[1], got_s[0], got_s[1], torch.tensor(slots))
+        for x, i in ((k, 0), (v, 1)):
+            _fp8_write_by_hand(x, want[i], want_s[i], slots)
+            assert torch.equal(got_s[i], want_s[i]), (n, i)
+            assert torch.equal(got[i].view(torch.uint8), want[i].view(torch.uint8)), (n, i)
+
+
 def test_fp8_engine_tracks_fp32_closely(llama_ckpt):
     prompt = list(range(5, 45))
     out = {}
