@@ -1,5 +1,5 @@
-"""``python -m verifier.cli``: the same app as the ``verifier`` console script."""
+"""``python -m verifier.cli``: the same entry as the ``verifier`` console script."""
 
-from verifier.cli import app
+from verifier.cli.entry import main
 
-app()
+main()

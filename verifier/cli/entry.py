@@ -1,0 +1,46 @@
+"""The process entry of the ``verifier`` command (console script and ``python -m verifier.cli``).
+
+Why not ``app()`` directly: a ``verifier run`` process holds PyTorch (it loads each weight format once for the
+forked built-in engines) and hundreds of thousands of objects, and the interpreter's teardown after the last line
+is written (freeing every module, torch's globals included) took about 1 s of the 40 s default run (issue 43).
+Here the command runs as usual, then the standard streams are flushed and the atexit handlers run, and the process
+leaves with its exit code without that teardown. Nothing is lost by skipping it: every file the commands write is
+closed by then (``with`` blocks; SQLite commits), and threads still running are daemons by design.
+
+In-process callers (tests with Typer's ``CliRunner``) use :data:`verifier.cli.app` and never reach this.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+from verifier.cli import app
+
+
+def exit_status(code: object) -> int:
+    """What the interpreter would exit with for ``SystemExit(code)``: None is 0, an int itself, anything else 1
+    (its text goes to stderr, as Python prints it)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def main() -> None:
+    """Run the command line; leave with its exit status, skipping only the interpreter's teardown."""
+    try:
+        app()
+        status = 0
+    except SystemExit as e:  # Typer's standalone mode always ends here, on success too
+        status = exit_status(e.code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (``verifier ... | head``): nothing more can be written
+            pass
+    atexit._run_exitfuncs()
+    os._exit(status)
