@@ -164,11 +164,14 @@ async def test_a_read_timeout_on_a_reused_connection_is_never_resent():
     assert srv.read == ["one", "two"]
 
 
-async def test_free_resends_are_bounded_when_a_server_reads_and_drops_every_reused_request():
+async def test_free_resends_are_bounded_when_a_server_reads_and_drops_every_request():
     """The rule's blind spot, bounded and recorded: a server that reads a request on a reused connection and closes
-    it without a byte looks like the stale race; the request goes out at most 1 + UNDELIVERED_RESENDS times."""
+    it without a byte looks like the stale race; the request goes out at most 1 + UNDELIVERED_RESENDS times, the
+    re-send on a new connection (whose failure is the attempt's), not on the next of the four pooled ones."""
     async def policy(conn, n, reader, writer):
-        if n > 0:
+        if conn >= 4:  # a new connection (nothing paused on it): read, then closed without a byte
+            return "read_then_close"
+        if n > 0:  # a pooled one, as soon as the next request's bytes sit in its socket
             await _wait_readable(writer)
             writer.transport.resume_reading()
             return "read_then_close"
@@ -179,8 +182,31 @@ async def test_free_resends_are_bounded_when_a_server_reads_and_drops_every_reus
         assert all(w.ok for w in warm) and srv.connections == 4
         ex = await c.chat(_body("dropped"))
     assert ex.error_class == "connection" and ex.attempts == 1
-    assert ex.resent_undelivered == UNDELIVERED_RESENDS
+    assert ex.resent_undelivered == UNDELIVERED_RESENDS == 1
     assert srv.read.count("dropped") == 1 + UNDELIVERED_RESENDS
+    assert srv.connections == 5  # the re-send opened a new connection instead of taking a pooled one
+
+
+async def test_a_resend_takes_a_new_connection_so_a_pool_gone_stale_loses_nothing():
+    """Every pooled connection closed by the server at once, unread (an idle timeout): the re-send does not meet
+    the next stale one, it opens a new connection and is answered there."""
+    async def policy(conn, n, reader, writer):
+        if conn < 4 and n > 0:
+            await _wait_readable(writer)  # the request is on its way: every pooled connection closes unread
+            for w in pooled:
+                w.transport.abort()
+            return "close_unread"
+        if conn < 4:
+            pooled.append(writer)
+        return "answer"
+
+    pooled: list[asyncio.StreamWriter] = []
+    async with KeepAliveServer(policy) as srv, _client(srv.url, max_attempts=1, concurrency=4) as c:
+        warm = await asyncio.gather(*(c.chat(_body(f"warm{i}")) for i in range(4)))
+        assert all(w.ok for w in warm) and srv.connections == 4
+        ex = await c.chat(_body("late"))
+    assert ex.ok and ex.attempts == 1 and ex.resent_undelivered == 1
+    assert srv.read.count("late") == 1 and srv.connections == 5
 
 
 @pytest.mark.parametrize("stream", [False, True])
