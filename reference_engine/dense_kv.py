@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from reference_engine.kernels.torch_ops import DecodePlan, dequantize, grouped_decode_attention
+from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention, read_pages
 
 CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
 
@@ -112,7 +112,7 @@ class DenseKV:
         length = plan.hidden.shape[-1]
         k_t, vb = self.k_t[layer][:b], self.v[layer][:b]
         if self.fresh:
-            kg, vg = _read_rows(k_pages, v_pages, k_scales, v_scales, plan.page_idx, q.dtype)
+            kg, vg = read_pages(k_pages, v_pages, k_scales, v_scales, plan.page_idx, q.dtype)
             k_t[..., :length].copy_(kg.view(b, length, kvh, d).permute(0, 2, 3, 1))
             vb[:, :, :length].copy_(vg.view(b, length, kvh, d).transpose(1, 2))
             return grouped_decode_attention(q, k_t[..., :length], vb[:, :, :length], plan, scale)
@@ -123,7 +123,7 @@ class DenseKV:
             whole_v[dst] = whole_v.index_select(0, src)
         if self.fills is not None:
             idx = plan.page_idx.view(b, -1).index_select(0, self.fills).reshape(-1)
-            kg, vg = _read_rows(k_pages, v_pages, k_scales, v_scales, idx, q.dtype)
+            kg, vg = read_pages(k_pages, v_pages, k_scales, v_scales, idx, q.dtype)
             n = self.fills.numel()
             k_t[self.fills, :, :, :length] = kg.view(n, length, kvh, d).permute(0, 2, 3, 1)
             vb[self.fills, :, :length] = vg.view(n, length, kvh, d).transpose(1, 2)
@@ -132,10 +132,8 @@ class DenseKV:
             # FP8: writing this token may have requantised its whole page-head (its scale grew), so the row's
             # current page is read back entire; earlier pages are full and never change during decode
             rows, pos = plan.rows[:, None], plan.tail_pos
-            k_t[rows, :, :, pos] = dequantize(k_pages.index_select(0, plan.tail_page),
-                                              k_scales.index_select(0, plan.tail_page), q.dtype)
-            vb[rows, :, pos] = dequantize(v_pages.index_select(0, plan.tail_page),
-                                          v_scales.index_select(0, plan.tail_page), q.dtype)
+            k_t[rows, :, :, pos], vb[rows, :, pos] = read_pages(k_pages, v_pages, k_scales, v_scales, plan.tail_page,
+                                                                q.dtype)
         else:
             if k_pages.dtype != q.dtype:            # the value the pool holds, as a gather would read it back
                 k, v = k.to(k_pages.dtype).to(q.dtype), v.to(v_pages.dtype).to(q.dtype)
@@ -143,15 +141,3 @@ class DenseKV:
             vb[plan.rows, :, plan.last] = v
         return grouped_decode_attention(q, k_t[..., :length], vb[:, :, :length], plan, scale)
 
-
-def _read_rows(k_pages: torch.Tensor, v_pages: torch.Tensor, k_scales: torch.Tensor | None,
-               v_scales: torch.Tensor | None, page_idx: torch.Tensor,
-               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The pages ``page_idx`` of K and V as a gather reads them: [N, page, KVH, D] in ``dtype`` (dequantised for
-    FP8 pools)."""
-    kg = k_pages.index_select(0, page_idx)
-    vg = v_pages.index_select(0, page_idx)
-    if k_scales is not None and v_scales is not None:
-        kg = dequantize(kg, k_scales.index_select(0, page_idx), dtype)
-        vg = dequantize(vg, v_scales.index_select(0, page_idx), dtype)
-    return kg.to(dtype), vg.to(dtype)

@@ -68,6 +68,20 @@ def dequantize(pages: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype) ->
     return pages.to(dtype) * scales[:, None, :, None].to(dtype)
 
 
+def read_pages(k_pages: torch.Tensor, v_pages: torch.Tensor, k_scales: torch.Tensor | None,
+               v_scales: torch.Tensor | None, page_idx: torch.Tensor,
+               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pages ``page_idx`` of K and V as decode attention reads them: [N, page, KVH, D] in ``dtype``
+    (dequantised for FP8 pools, whose two scale tensors always come together). The page gather and the dense
+    per-batch buffers (dense_kv.py) both read through here, so they see the same values."""
+    k = k_pages.index_select(0, page_idx)  # index_select, not k_pages[idx]: the same copy, 4-6x faster on CPU
+    v = v_pages.index_select(0, page_idx)
+    if k_scales is not None and v_scales is not None:
+        return (dequantize(k, k_scales.index_select(0, page_idx), dtype),
+                dequantize(v, v_scales.index_select(0, page_idx), dtype))
+    return k.to(dtype), v.to(dtype)
+
+
 def paged_decode_attention(
     q: torch.Tensor,
     k_pages: torch.Tensor,
@@ -94,17 +108,8 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
                              scale: float) -> torch.Tensor:
     """`paged_decode_attention` for one layer, given the step's plan (the CPU decode path calls this per layer)."""
     b, h, d = q.shape
-    idx = plan.page_idx
     kvh = k_pages.shape[2]
-    # index_select, not k_pages[idx]: the same copy, 4-6x faster on CPU (measured at B = 8 and 32)
-    k = k_pages.index_select(0, idx).view(b, -1, *k_pages.shape[1:])    # [B, P, page, KVH, D]
-    v = v_pages.index_select(0, idx).view(b, -1, *v_pages.shape[1:])
-    if k_scales is not None and v_scales is not None:  # FP8 pages: both scale tensors, always together
-        k = dequantize(k.view(-1, *k_pages.shape[1:]), k_scales.index_select(0, idx), q.dtype).view(k.shape)
-        v = dequantize(v.view(-1, *v_pages.shape[1:]), v_scales.index_select(0, idx), q.dtype).view(v.shape)
-    elif k.dtype != q.dtype:
-        k = k.to(q.dtype)
-        v = v.to(q.dtype)
+    k, v = read_pages(k_pages, v_pages, k_scales, v_scales, plan.page_idx, q.dtype)   # [B * P, page, KVH, D]
     k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1)          # [B, KVH, D, L]
     v = v.reshape(b, -1, kvh, d).transpose(1, 2)              # [B, KVH, L, D]
     return grouped_decode_attention(q, k, v, plan, scale)
