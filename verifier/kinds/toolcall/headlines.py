@@ -83,9 +83,31 @@ def _trigger_sums(truth: bool, answer: bool) -> tuple[int, int, int]:
 # --------------------------------------------------------------------------- the reference's floor
 
 
-def copies_rule(cached: int, compared: int, informative: bool) -> bool:
-    """True when ``cached`` of ``compared`` repeats (ids that can tell) reach :data:`CACHED_SHARE`."""
-    return informative and cached > 0 and cached >= CACHED_SHARE * compared
+@dataclass
+class Copies:
+    """The reference's second answers compared with its first by response id: how many carry the first's id.
+
+    One count for the fixed-n floor (:func:`reference_floor`) and the sequential units
+    (:mod:`verifier.kinds.toolcall.sequential_units`), so both read a cached floor the same way."""
+
+    informative: bool = True  # False: the reference's first answers to different cases share ids
+    compared: int = 0  # pairs whose two answers both carry a response id
+    cached: int = 0  # ... of which the second carries the first's id: served from a response cache
+
+    def add(self, first: Outcome, second: Outcome) -> None:
+        again = served_again(first, second)
+        self.compared += again is not None
+        self.cached += bool(again)
+
+    @property
+    def seen(self) -> bool:
+        """Copies were found, and ids can tell (worth reporting, whether or not they reach the share)."""
+        return self.informative and self.cached > 0
+
+    @property
+    def from_cache(self) -> bool:
+        """The floor is not a measurement: at least :data:`CACHED_SHARE` of the repeats are first answers again."""
+        return self.seen and self.cached >= CACHED_SHARE * self.compared
 
 
 @dataclass
@@ -97,14 +119,12 @@ class Floor:
     args: dict[str, np.ndarray] = field(default_factory=dict)  # case -> [agree, n]
     differ: list[bool] = field(default_factory=list)  # per (case, variant) answered twice: answers differ
     exchanges: int = 0
-    ids_compared: int = 0  # pairs whose two answers both carry a response id
-    cached: int = 0  # ... of which the second carries the first's id: served from a response cache
-    ids_informative: bool = True  # False: the reference's first answers to different cases share ids
+    copies: Copies = field(default_factory=Copies)
 
     @property
     def from_cache(self) -> bool:
         """The floor is not a measurement: a meaningful share of the repeats are the first answers served again."""
-        return copies_rule(self.cached, self.ids_compared, self.ids_informative)
+        return self.copies.from_cache
 
     def sums(self, what: str) -> np.ndarray:
         table = self.trigger if what == "trigger" else self.args
@@ -136,9 +156,10 @@ def served_again(first: Outcome, second: Outcome) -> bool | None:
 
 def cache_warning(floor: Floor) -> str | None:
     """The words for repeats served from a response cache (None when there were none, or ids cannot tell)."""
-    if not (floor.ids_informative and floor.cached):
+    c = floor.copies
+    if not c.seen:
         return None
-    text = (f"reference repeats served from a response cache: {floor.cached} of {floor.ids_compared} share the "
+    text = (f"reference repeats served from a response cache: {c.cached} of {c.compared} share the "
             f"first answer's response id")
     if floor.from_cache:
         return text + ("; the reference's floor is not a measurement, so trigger F1 and argument agreement are not "
@@ -149,15 +170,13 @@ def cache_warning(floor: Floor) -> str | None:
 
 def reference_floor(ref_index: dict[PairKey, Outcome], second: Sequence[Outcome]) -> Floor:
     """Pair each second answer with the reference's first answer to the same case and variant; count copies."""
-    floor = Floor(exchanges=len(second), ids_informative=ids_informative(ref_index))
+    floor = Floor(exchanges=len(second), copies=Copies(informative=ids_informative(ref_index)))
     for o in second:
         r = o.record
         first = ref_index.get((r.case_id, r.variant, int(r.extra.get("reference_repeat_of", 0))))
         if first is None or not (first.ok and o.ok):
             continue
-        again = served_again(first, o)
-        floor.ids_compared += again is not None
-        floor.cached += bool(again)
+        floor.copies.add(first, o)
         cid = r.case_id
         if cid not in floor.trigger:
             floor.cases.append(cid)
@@ -188,8 +207,8 @@ def reference_block(floor: Floor, cases: dict[str, ToolcallCase]) -> tuple[dict[
                "reference_self_argument_agreement": stats.wilson(int(a[0]), int(a[1])),
                "reference_repeat_differs": stats.rate(floor.differ)}
     counts = {"reference_repeat_exchanges": floor.exchanges, "reference_repeat_cases": len(floor.cases)}
-    if floor.ids_informative and floor.cached:
-        counts["reference_repeat_cached"] = floor.cached
+    if floor.copies.seen:
+        counts["reference_repeat_cached"] = floor.copies.cached
     temps = sorted({str(cases[c].body.get("temperature", "unset")) for c in floor.cases if c in cases})
     k, m = sum(floor.differ), len(floor.differ)
     at_zero = temps in (["0"], ["0.0"])
@@ -210,7 +229,7 @@ def reference_block(floor: Floor, cases: dict[str, ToolcallCase]) -> tuple[dict[
 
 def cache_block(floor: Floor, warning: str) -> dict[str, Any]:
     """What ``summary.json`` keeps about copies among the repeats (``extra["reference_floor_cache"]``)."""
-    return {"cached": floor.cached, "ids_compared": floor.ids_compared, "share_limit": CACHED_SHARE,
+    return {"cached": floor.copies.cached, "ids_compared": floor.copies.compared, "share_limit": CACHED_SHARE,
             "not_a_measurement": floor.from_cache, "warning": warning}
 
 
@@ -257,7 +276,8 @@ def _versus_floor(metric: str, cand: dict[str, np.ndarray], floor: Floor, width:
 
 
 def _cache_suffix(floor: Floor) -> str:
-    return f" (floor served from a response cache: {floor.cached} of {floor.ids_compared})" if floor.from_cache else ""
+    c = floor.copies
+    return f" (floor served from a response cache: {c.cached} of {c.compared})" if c.from_cache else ""
 
 
 def _f1(s: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ case's unit is the candidate-minus-reference difference averaged over its (varia
   repeated cases vs its first), each side as per-case ratio units (:mod:`verifier.run.sequential_floor`): the
   candidate's on every case, the floor's on the repeated cases sent so far. A run without reference repeats has no
   floor (taken as 1: can be shown close, never different, as in the fixed-n verdict). A floor served from a
-  response cache (:func:`~verifier.kinds.toolcall.headlines.copies_rule`) is no floor: the two are left out of the
+  response cache (:class:`~verifier.kinds.toolcall.headlines.Copies`) is no floor: the two are left out of the
   sequential set, and the fixed-n verdict reads them as not judged.
 """
 
@@ -22,13 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from verifier.kinds.toolcall.checks import Outcome, analyse
-from verifier.kinds.toolcall.headlines import (
-    argument_agreement,
-    call_validity,
-    copies_rule,
-    ids_informative,
-    served_again,
-)
+from verifier.kinds.toolcall.headlines import Copies, argument_agreement, call_validity, ids_informative
 from verifier.kinds.toolcall.reference_repeats import MARKER, is_reference_repeat
 from verifier.kinds.toolcall.scoring import forced_verdict
 from verifier.kinds.toolcall.suite_format import ToolcallCase
@@ -100,14 +94,12 @@ def toolcall_units(cases: Sequence[ToolcallCase], order: Sequence[str], records:
         elif r.endpoint == candidate:
             mine.append(analyse(r, by_id[r.case_id]))
     cand_sums, floor_sums = _RatioSums(), _RatioSums()
-    cached = compared = 0
+    copies = Copies(informative=ids_informative(ref))
     for o in second:
         first = ref.get((o.record.case_id, o.record.variant, int(o.record.extra.get(MARKER, 0))))
         if first is not None and first.ok and o.ok:
             floor_sums.add(first, o)
-            again = served_again(first, o)
-            compared += again is not None
-            cached += bool(again)
+            copies.add(first, o)
     per: dict[str, dict[str, list[float]]] = {"schema_accuracy": defaultdict(list),
                                               "forced_call_success": defaultdict(list)}
     for b in mine:
@@ -128,7 +120,7 @@ def toolcall_units(cases: Sequence[ToolcallCase], order: Sequence[str], records:
         ids = sorted((cid for cid in per[metric] if cid in position), key=position.__getitem__)
         out.append(HeadlineUnits(metric=metric, units=np.array([np.mean(per[metric][i]) for i in ids], dtype=float),
                                  positions=np.array([position[i] for i in ids], dtype=int)))
-    if repeats and copies_rule(cached, compared, ids_informative(ref)):
+    if repeats and copies.from_cache:
         return out  # the floor is the first answers served again: nothing to judge these two against
     for metric in FLOOR_METRICS:
         out.append(FloorHeadlineUnits(metric=metric, candidate=cand_sums.units(metric, position),
