@@ -165,7 +165,7 @@ class Attention(nn.Module):
         qk = Rotary.rotate(qk, *rope)
         q, k = qk[:, :n_q], qk[:, n_q:]
         kp, vp, ks, vs = pool.layer(self.layer)
-        kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping)
+        kernels.write_kv(k, v, kp, vp, ks, vs, meta.slot_mapping, pages_distinct=meta.prefill is None)
         if meta.prefill is not None:
             out = self._prefill_attention(q, k, v, kp, vp, ks, vs, meta.prefill)
         else:

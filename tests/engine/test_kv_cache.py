@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from reference_engine.config import ModelConfig
@@ -73,8 +74,11 @@ def _fp8_write_by_hand(x, pages, scales, slots):
             pages[s // ps, s % ps, h] = (x[t, h].float() / safe).clamp(-448, 448).to(pages.dtype)
 
 
-def test_fp8_write_equals_the_rule_by_hand_bit_for_bit():
-    """Prefill chunks sharing pages, then decode appends whose amax grows now and then, over stale bytes."""
+@pytest.mark.parametrize("hint", [False, True], ids=["grouped", "decode-hint"])
+def test_fp8_write_equals_the_rule_by_hand_bit_for_bit(hint):
+    """Prefill chunks sharing pages, then decode appends whose amax grows now and then, over stale bytes. With
+    ``hint``, calls whose tokens all sit in different pages (the decode steps) say so (``pages_distinct``), as the
+    engine's decode does, and take the path that skips grouping tokens by page: the same bits."""
     g = torch.Generator().manual_seed(1)
     ps, kvh, d = 4, 2, 8
     got = [(torch.randn(8, ps, kvh, d, generator=g) * 100).to(torch.float8_e4m3fn) for _ in range(2)]
@@ -84,7 +88,9 @@ def test_fp8_write_equals_the_rule_by_hand_bit_for_bit():
     for n, slots in enumerate(calls):
         k = (torch.randn(len(slots), kvh, d, generator=g) * (1 + n % 3)).to(torch.bfloat16)
         v = (torch.randn(len(slots), kvh, d, generator=g) * (3 - n % 3)).to(torch.bfloat16)
-        torch_ops.write_kv(k, v, got[0], got[1], got_s[0], got_s[1], torch.tensor(slots))
+        distinct = len({sl // ps for sl in slots}) == len(slots)
+        torch_ops.write_kv(k, v, got[0], got[1], got_s[0], got_s[1], torch.tensor(slots),
+                           pages_distinct=hint and distinct)
         for x, i in ((k, 0), (v, 1)):
             _fp8_write_by_hand(x, want[i], want_s[i], slots)
             assert torch.equal(got_s[i], want_s[i]), (n, i)
