@@ -171,3 +171,20 @@ class EngineConfig:
     @property
     def decode_weight_format(self) -> str:
         return self.decode_weights or self.weights
+
+
+SHIPPED_MODEL_NAME = "verifier-tiny"
+
+
+def default_model_path() -> Path:
+    """The shipped model folder (reference_engine/models/verifier-tiny/)."""
+    return Path(__file__).resolve().parent / "models" / SHIPPED_MODEL_NAME
+
+
+def engine_config(model_path: str | Path | None = None, **options) -> EngineConfig:
+    """The EngineConfig for a checkpoint folder (default: the shipped model, served as ``verifier-tiny``)."""
+    path = Path(model_path) if model_path is not None else default_model_path()
+    name = options.pop("served_model_name", None)
+    if name is None:
+        name = SHIPPED_MODEL_NAME if model_path is None else path.name
+    return EngineConfig(model_path=path, served_model_name=name, **options)

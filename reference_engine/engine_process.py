@@ -23,20 +23,21 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import sys
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING
 
-import torch
-
+from reference_engine import engine_zygote
 from reference_engine.config import ConfigError, EngineConfig
-from reference_engine.engine import Engine, one_intra_op_thread
-from reference_engine.launch import serve_engine
-from reference_engine.loader import LoadedModel, load_for, weights_key
-from reference_engine.tokenizer import Tokenizer
+
+if TYPE_CHECKING:  # imported where used: the run that starts engines from the fork server never imports torch
+    from reference_engine.loader import LoadedModel
+    from reference_engine.tokenizer import Tokenizer
 
 #: how long a started engine may take to answer before it counts as failed to start
 START_TIMEOUT_S = 120.0
@@ -61,6 +62,11 @@ class SharedLoads:
         self._models: dict[tuple, LoadedModel] = {}
 
     def get(self, config: EngineConfig) -> LoadedModel:
+        import torch
+
+        from reference_engine.loader import load_for, weights_key
+        from reference_engine.tokenizer import Tokenizer
+
         if not config.model_path.is_dir():
             raise ConfigError(f"{config.model_path}: model folder not found")
         key = weights_key(config)
@@ -77,15 +83,23 @@ class SharedLoads:
         return self._models[key]
 
 
-def _child(config: EngineConfig, loaded: LoadedModel | None, conn: Connection, parent_pid: int) -> None:
-    """In the engine process: start the engine and its HTTP server, say the port, serve until told to stop."""
+def _child(config: EngineConfig, loaded: LoadedModel | None, conn: Connection, parent_pid: int | None) -> None:
+    """In the engine process: start the engine and its HTTP server, say the port, serve until told to stop.
+
+    ``parent_pid``: the run's pid when forked from it. A child of the fork server (None) dies with the fork
+    server, which leaves when the run does."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid:  # the run died before the signal was armed
-            os._exit(0)
+        if os.getppid() != parent_pid if parent_pid is not None else os.getppid() == 1:
+            os._exit(0)                 # the parent died before the signal was armed
     try:
-        server = serve_engine(Engine(config, loaded))
+        from reference_engine.engine import Engine
+        from reference_engine.launch import serve_engine
+
+        # a fork server's child reads its own checkpoint, single-threaded as the run does (SharedLoads): a
+        # multi-threaded read leaves a second OpenMP thread behind, and the engine ran about 8 % slower with it
+        server = serve_engine(Engine(config, loaded or SharedLoads().get(config)))
     except Exception as e:  # noqa: BLE001 - any failure becomes one line for the run to show
         text = (str(e).strip().splitlines() or [""])[0][:300]
         conn.send(("error", f"{type(e).__name__}: {text}" if text else type(e).__name__))
@@ -99,15 +113,30 @@ def _child(config: EngineConfig, loaded: LoadedModel | None, conn: Connection, p
 class EngineProcess:
     """One engine in its own process; :meth:`wait_ready` gives its base URL, :meth:`stop` ends it."""
 
-    def __init__(self, config: EngineConfig, shared: SharedLoads) -> None:
+    def __init__(self, config: EngineConfig, shared: SharedLoads | None) -> None:
+        """``shared`` None: fork from the engine interpreter started early (:mod:`reference_engine.engine_zygote`),
+        each engine reading its own checkpoint; else forked from this process (it reads the weights once per
+        format) or, where forking is not safe, spawned."""
         self.config = config
-        fork = sys.platform.startswith("linux") and config.device == "cpu"
-        loaded = shared.get(config) if fork else None  # a missing checkpoint fails here, before a process starts
-        fork = fork and loaded is not None and one_intra_op_thread(config, loaded.model)
-        ctx = multiprocessing.get_context("fork" if fork else "spawn")
+        zygote = engine_zygote.context() if config.device == "cpu" else None
+        if shared is None or zygote is not None:
+            if not config.model_path.is_dir():       # fail here, before a process starts
+                raise ConfigError(f"{config.model_path}: model folder not found")
+            ctx: multiprocessing.context.BaseContext = zygote or multiprocessing.get_context("spawn")
+            loaded = None
+            parent: int | None = None                # a fork server's child: its parent is not this process
+        else:
+            from reference_engine.engine import one_intra_op_thread
+
+            fork = sys.platform.startswith("linux") and config.device == "cpu"
+            loaded = shared.get(config) if fork else None  # a missing checkpoint fails here, before a process starts
+            fork = fork and loaded is not None and one_intra_op_thread(config, loaded.model)
+            ctx = multiprocessing.get_context("fork" if fork else "spawn")
+            loaded = loaded if fork else None
+            parent = os.getpid() if fork else None
         self._conn, child_conn = ctx.Pipe()
         self._process: BaseProcess = ctx.Process(  # type: ignore[attr-defined]
-            target=_child, args=(config, loaded if fork else None, child_conn, os.getpid()),
+            target=_child, args=(config, loaded, child_conn, parent),
             name=f"reference-engine {config.served_model_name}", daemon=True)
         self._process.start()
         child_conn.close()

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import uvicorn
 
-from reference_engine.config import EngineConfig
+from reference_engine.config import SHIPPED_MODEL_NAME as SHIPPED_MODEL_NAME  # re-exported: launch's public names
+from reference_engine.config import default_model_path as default_model_path
+from reference_engine.config import engine_config
 from reference_engine.engine import Engine
 from reference_engine.server import DEFAULT_MAX_REQUEST_BYTES, create_app
-
-SHIPPED_MODEL_NAME = "verifier-tiny"
-
-
-def default_model_path() -> Path:
-    """The shipped model folder (reference_engine/models/verifier-tiny/)."""
-    return Path(__file__).resolve().parent / "models" / SHIPPED_MODEL_NAME
 
 
 class RunningServer:
@@ -39,15 +34,6 @@ class RunningServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def engine_config(model_path: str | Path | None = None, **options) -> EngineConfig:
-    """The EngineConfig for a checkpoint folder (default: the shipped model, served as ``verifier-tiny``)."""
-    path = Path(model_path) if model_path is not None else default_model_path()
-    name = options.pop("served_model_name", None)
-    if name is None:
-        name = SHIPPED_MODEL_NAME if model_path is None else path.name
-    return EngineConfig(model_path=path, served_model_name=name, **options)
 
 
 def build_engine(model_path: str | Path | None = None, **options) -> Engine:

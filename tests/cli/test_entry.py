@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from verifier.cli.entry import exit_status
+from verifier.cli.entry import exit_status, serves_builtin_engines
 
 _PROGRAM = """
 import atexit, sys
@@ -46,3 +46,28 @@ def test_exit_status_follows_the_interpreter(code: object, status: int) -> None:
 def test_exit_status_of_a_message_is_one_and_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert exit_status("cannot go on") == 1
     assert capsys.readouterr().err == "cannot go on\n"
+
+
+@pytest.mark.parametrize(("argv", "early"), [
+    (["run", "--out", "runs/default"], True),                                  # the embedded default
+    (["run", "--reference", "bf16=builtin:tiny", "-e", "q=builtin:tiny?kv=fp8"], True),
+    (["run", "--endpoint=builtin:tiny"], True),
+    (["run", "--reference", "https://api.example.com/v1", "--model", "m"], False),   # a provider only
+    (["run", "--config", "endpoints.toml"], False),                            # a file: engines start as before
+    (["run", "--dry-run"], False),                                             # sends nothing, starts nothing
+    (["run", "--help"], False),
+    (["report", "runs/default"], False),
+    ([], False),
+])
+def test_only_a_run_with_builtin_engines_starts_their_interpreter_first(argv: list[str], early: bool) -> None:
+    assert serves_builtin_engines(["verifier", *argv]) is early
+
+
+def test_the_cli_starts_without_importing_torch() -> None:
+    """Why the entry can start the engines' interpreter before anything heavy: importing it (and the package
+    surface) imports neither the commands nor PyTorch."""
+    code = ("import sys, verifier.cli.entry, verifier; "
+            "print(sorted(m for m in ('torch', 'verifier.cli.application', 'verifier.run.runner') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"

@@ -4,7 +4,10 @@ in this process, one-line failures, and the relay that hands engine events to th
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -106,3 +109,57 @@ def test_an_engine_that_runs_multithreaded_is_spawned_and_still_serves(llama_ckp
     finally:
         proc.stop()
     assert not proc._process.is_alive()
+
+
+ZYGOTE_RUN = """
+import json, os, sys, time
+import httpx
+from reference_engine import engine_zygote
+engine_zygote.start()                      # first, as the console script's entry does for `verifier run`
+from reference_engine.config import engine_config
+from reference_engine.engine_process import EngineProcess, SharedLoads
+configs = [engine_config(sys.argv[1], kv_dtype=kv, threads=threads) for kv, threads in (("bf16", None), ("fp8", 2))]
+procs = [EngineProcess(c, SharedLoads()) for c in configs]
+urls = [p.wait_ready(time.monotonic() + 120) for p in procs]
+chat = json.loads(sys.argv[2])
+answers = [httpx.post(f"{u}/chat/completions", json={**chat, "model": c.served_model_name}, timeout=120).json()
+           for u, c in zip(urls, configs)]
+parents = [int(open(f"/proc/{p._process.pid}/stat").read().rsplit(")", 1)[1].split()[1]) for p in procs]
+print(json.dumps({"torch": "torch" in sys.modules, "pids": [p._process.pid for p in procs], "run": os.getpid(),
+                  "parents": parents, "answers": answers}), flush=True)
+time.sleep(600)                            # until the test kills this run
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the engine interpreter is started early on Linux")
+def test_engines_forked_from_the_early_interpreter_serve_and_die_with_the_run(llama_ckpt):
+    """``verifier run`` starts the engines' interpreter first (reference_engine/engine_zygote.py): its engines, a
+    multi-threaded one too, answer as an engine in this process; the run itself never imports torch; and when the
+    run is killed, its engines go too (the fork server leaves with the run, and they with the fork server)."""
+    run = subprocess.Popen([sys.executable, "-c", ZYGOTE_RUN, str(llama_ckpt), json.dumps(CHAT)],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        line = run.stdout.readline() if run.stdout else ""
+        assert line, "the run printed nothing"
+        got = json.loads(line)
+        assert got["torch"] is False
+        assert all(parent != got["run"] for parent in got["parents"])     # forked by the fork server
+        with start_server(llama_ckpt) as srv:
+            here = _chat(srv.base_url, srv.model)
+        for answer in got["answers"][:1]:                                  # bf16: token for token as in-process
+            assert answer["choices"][0]["message"] == here["choices"][0]["message"]
+        assert got["answers"][1]["usage"]["completion_tokens"] > 0          # fp8 with 2 threads: serves
+    finally:
+        run.kill()
+        run.wait(30)
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid) for pid in got["pids"]):
+        assert time.monotonic() < deadline, "an engine outlived the run"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

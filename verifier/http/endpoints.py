@@ -382,8 +382,8 @@ class BuiltinServers(contextlib.AbstractContextManager):
         if not any(specs.values()):
             return self
         try:  # lazy: torch is only needed for built-ins
+            from reference_engine.config import engine_config
             from reference_engine.engine_process import START_TIMEOUT_S, EngineProcess, SharedLoads
-            from reference_engine.launch import engine_config
         except ImportError as e:
             raise EndpointConfigError("builtin endpoints need the reference engine, "
                                       f"which failed to import: {e}") from None

@@ -56,7 +56,7 @@ def tokenizer_for(model_id: str | None, user_dir: str | Path | None = None) -> L
     """The user's tokenizer folder if given, else the shipped model's when the endpoint serves it, else None."""
     if user_dir:
         return LocalTokenizer(Path(user_dir))
-    from reference_engine.launch import SHIPPED_MODEL_NAME, default_model_path  # lazy: torch only when asked
+    from reference_engine.config import SHIPPED_MODEL_NAME, default_model_path
     if model_id == SHIPPED_MODEL_NAME and (default_model_path() / "tokenizer.json").is_file():
         return LocalTokenizer(default_model_path())
     return None

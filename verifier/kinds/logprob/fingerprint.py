@@ -130,7 +130,7 @@ def checkpoint_sha256(model: str | Path) -> str | None:
     import hashlib
 
     if str(model) in ("tiny", "verifier-tiny"):
-        from reference_engine.launch import default_model_path
+        from reference_engine.config import default_model_path
 
         path = default_model_path() / "model.safetensors"
     else:
