@@ -66,8 +66,8 @@ def test_only_a_run_with_builtin_engines_starts_their_interpreter_first(argv: li
 def test_the_cli_starts_without_importing_torch() -> None:
     """Why the entry can start the engines' interpreter before anything heavy: importing it (and the package
     surface) imports neither the commands nor PyTorch."""
-    code = ("import sys, verifier.cli.entry, verifier; "
-            "print(sorted(m for m in ('torch', 'verifier.cli.application', 'verifier.run.runner') if m in sys.modules))")
+    heavy = ("torch", "verifier.cli.application", "verifier.run.runner")
+    code = f"import sys, verifier.cli.entry, verifier; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
