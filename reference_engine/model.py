@@ -104,6 +104,10 @@ class Rotary(nn.Module):
         return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
 
 
+#: fewest rows a CPU dense linear computes (see WLinear.forward)
+BATCH_INVARIANT_ROWS = 4
+
+
 class WLinear(nn.Module):
     """y = x W^T (+ b) with W dense or INT4-packed."""
 
@@ -122,6 +126,12 @@ class WLinear(nn.Module):
             y = kernels.int4_linear(x, self.packed)
             return y + self.bias if self.bias is not None else y
         assert self.weight is not None  # dense exactly when not packed (__init__)
+        m = x.shape[0]
+        if 0 < m < BATCH_INVARIANT_ROWS and x.device.type == "cpu" and x.dim() == 2:
+            # MKL's fp32 GEMM rounds 1-3 rows differently from 4 or more (another kernel): padded with zero rows,
+            # a request's logits do not depend on how many others share its step
+            x = torch.cat([x, x.new_zeros(BATCH_INVARIANT_ROWS - m, x.shape[1])])
+            return F.linear(x, self.weight, self.bias)[:m]
         return F.linear(x, self.weight, self.bias)
 
     __call__ = forward  # hot path, no hooks registered: skip nn.Module.__call__'s hook dispatch

@@ -110,7 +110,9 @@ def planned_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: to
     b, h, d = q.shape
     kvh = k_pages.shape[2]
     k, v = read_pages(k_pages, v_pages, k_scales, v_scales, plan.page_idx, q.dtype)   # [B * P, page, KVH, D]
-    k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1)          # [B, KVH, D, L]
+    # [B, KVH, D, L], copied into the dense buffers' layout: a transposed view takes another matmul kernel, whose
+    # rounding differs, and a row must get the same bits alone (this path) as in a batch (dense_kv.py)
+    k = k.reshape(b, -1, kvh, d).permute(0, 2, 3, 1).contiguous()
     v = v.reshape(b, -1, kvh, d).transpose(1, 2)              # [B, KVH, L, D]
     return grouped_decode_attention(q, k, v, plan, scale)
 
