@@ -23,7 +23,7 @@ from reference_engine.forced import force_choices, forced_rows
 from reference_engine.kv_cache import KVPool
 from reference_engine.loader import LoadedModel, load_for
 from reference_engine.metrics import EngineMetrics
-from reference_engine.model import AttnMetadata, PrefillSegment
+from reference_engine.model import BATCH_INVARIANT_ROWS, AttnMetadata, PrefillSegment
 from reference_engine.sampler import TokenChoice, sample
 from reference_engine.scheduler import QueueFull, Scheduler
 from reference_engine.sequence import SamplingParams, SeqStatus, Sequence
@@ -292,6 +292,7 @@ class Engine:
             segs.append(PrefillSegment(start, len(toks) - seq.num_computed, seq.num_computed,
                                        torch.tensor(seq.block_table[:n_cached_pages], dtype=torch.long, device=dev)))
         meta = AttnMetadata(slot_mapping=torch.tensor(slots, dtype=torch.long, device=dev), prefill=segs)
+        self._set_min_rows(seqs)
         hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), self.pool, meta, "prefill")
         last_rows = [seg.start + seg.length - 1 for seg in segs]
         logits = self.model.logits(hidden[last_rows], "prefill").cpu()
@@ -327,6 +328,7 @@ class Engine:
         if self.dense is not None and self.dense.begin_step(tuple((s.seq_id, s.preempted) for s in seqs),
                                                             bt.shape[1] * ps):
             meta.dense = self.dense
+        self._set_min_rows(seqs)
         hidden = self.model(torch.tensor(ids, device=dev), torch.tensor(pos, device=dev), self.pool, meta, "decode")
         if meta.dense is not None:
             meta.dense.finish_step()
@@ -350,6 +352,15 @@ class Engine:
             seqs, logits = [seqs[i] for i in ok_rows], logits[ok_rows]
         if seqs:
             self._accept(seqs, force_choices(logits, seqs, sample(logits, seqs)))
+
+    def _set_min_rows(self, seqs: list[Sequence]) -> None:
+        """A step that holds a measured request (logprobs, distributions, forced tokens) computes its linears on at
+        least BATCH_INVARIANT_ROWS rows, so that request's numbers are the same bits whatever else shares the step
+        (the exact KL must not depend on load or timing); other steps keep the one-row speed."""
+        p = [s.params for s in seqs]
+        measured = any(x.logprobs or x.forced_tokens is not None or x.full_distribution_from is not None
+                       or x.prompt_logprobs is not None for x in p)
+        self.model.min_rows.rows = BATCH_INVARIANT_ROWS if measured else 1
 
     def _verify_tags(self, seqs: list[Sequence]) -> list[Sequence]:
         """Prefill reads cached prefix pages: verify (page, tag) before the forward pass, like decode does."""

@@ -104,8 +104,17 @@ class Rotary(nn.Module):
         return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * sin
 
 
-#: fewest rows a CPU dense linear computes (see WLinear.forward)
+#: rows a CPU dense linear computes at least, in a step that holds a measured request (see WLinear.forward)
 BATCH_INVARIANT_ROWS = 4
+
+
+@dataclass
+class MinRows:
+    """The fewest rows every dense linear of one model computes this step (the engine sets it per step; one object
+    shared by all the model's linears). 1: as many as given. Why not always 4: padding one row to four costs 2-3x
+    per linear, and a request nobody measures (no logprobs, no distributions, no forced tokens) has no need."""
+
+    rows: int = 1
 
 
 class WLinear(nn.Module):
@@ -120,17 +129,18 @@ class WLinear(nn.Module):
             self.packed = None
             self.weight = nn.Parameter(weight, requires_grad=False)
         self.bias = nn.Parameter(bias, requires_grad=False) if bias is not None else None
+        self.min_rows = MinRows()      # replaced by the model's shared one (CausalLM.__init__)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
             y = kernels.int4_linear(x, self.packed)
             return y + self.bias if self.bias is not None else y
         assert self.weight is not None  # dense exactly when not packed (__init__)
-        m = x.shape[0]
-        if 0 < m < BATCH_INVARIANT_ROWS and x.device.type == "cpu" and x.dim() == 2:
+        m, floor = x.shape[0], self.min_rows.rows
+        if 0 < m < floor and x.device.type == "cpu" and x.dim() == 2:
             # MKL's fp32 GEMM rounds 1-3 rows differently from 4 or more (another kernel): padded with zero rows,
-            # a request's logits do not depend on how many others share its step
-            x = torch.cat([x, x.new_zeros(BATCH_INVARIANT_ROWS - m, x.shape[1])])
+            # a measured request's logits do not depend on how many others share its step
+            x = torch.cat([x, x.new_zeros(floor - m, x.shape[1])])
             return F.linear(x, self.weight, self.bias)[:m]
         return F.linear(x, self.weight, self.bias)
 
@@ -275,6 +285,10 @@ class CausalLM(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg)
         self.lm_head = lm_head
+        self.min_rows = MinRows()
+        for module in self.modules():
+            if isinstance(module, WLinear):
+                module.min_rows = self.min_rows
 
     @property
     def dtype(self) -> torch.dtype:

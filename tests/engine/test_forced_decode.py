@@ -149,7 +149,10 @@ def test_a_requests_decode_rows_do_not_depend_on_its_batch_mates(llama_ckpt, kw)
             for n, m in lengths]
     eng = make_engine(llama_ckpt, weights="bf16", prefix_cache=False, **kw)
 
-    def rows_of(batch: list[int]) -> dict[int, torch.Tensor]:
+    def rows_of(batch: list[int], plain: int = 0) -> dict[int, torch.Tensor]:
+        """The rows of ``batch``'s requests, submitted at once with ``plain`` unmeasured greedy requests."""
+        for j in range(plain):
+            eng.submit(f"plain{j}-{len(batch)}", jobs[j][0], greedy(8), Collector())
         sinks = {i: Collector() for i in batch}
         for i in batch:
             prompt, cont = jobs[i]
@@ -160,6 +163,6 @@ def test_a_requests_decode_rows_do_not_depend_on_its_batch_mates(llama_ckpt, kw)
         return {i: next(e for e in s.events if isinstance(e, DistributionEvent)).logprobs for i, s in sinks.items()}
 
     together = rows_of(list(range(7)))
-    for batch in ([0], [1, 2], [3, 4, 5], [6]):
-        for i, rows in rows_of(batch).items():
+    for batch, plain in (([0], 0), ([1, 2], 0), ([3, 4, 5], 0), ([6], 0), ([6], 2)):
+        for i, rows in rows_of(batch, plain).items():
             assert torch.equal(rows, together[i]), (batch, i, float((rows - together[i]).abs().max()))
