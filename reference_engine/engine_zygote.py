@@ -13,10 +13,13 @@ This module must stay light (no torch, no engine imports): it runs before everyt
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.forkserver
 import sys
+
+log = logging.getLogger(__name__)
 
 #: what the fork server imports before forking engines: all an engine process needs (torch, the engine, its
 #: server and loader), so that each engine only reads its checkpoint and starts serving
@@ -26,13 +29,20 @@ _context: multiprocessing.context.ForkServerContext | None = None
 
 
 def start() -> None:
-    """Start the fork server (once; Linux only, elsewhere a no-op): it preloads the engine in the background."""
+    """Start the fork server (once; Linux only, elsewhere a no-op): it preloads the engine in the background.
+
+    If it cannot start (no Unix sockets, no process to spare), nothing is lost: the engines then start as they do
+    without it, forked from the run."""
     global _context
     if _context is not None or not sys.platform.startswith("linux"):
         return
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    multiprocessing.forkserver.ensure_running()
+    try:
+        ctx.set_forkserver_preload(PRELOAD)
+        multiprocessing.forkserver.ensure_running()
+    except (OSError, ValueError, RuntimeError) as e:
+        log.debug("engine fork server not started (%s); engines will fork from the run", e)
+        return
     _context = ctx
 
 

@@ -163,3 +163,18 @@ def _state(pid: int) -> str:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_fork_server_that_cannot_start_leaves_the_old_way(monkeypatch):
+    """No Unix sockets or no process to spare: the run goes on and its engines fork from it, as without one."""
+    import multiprocessing.forkserver
+
+    from reference_engine import engine_zygote
+
+    def refuse() -> None:
+        raise OSError("no sockets here")
+
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running", refuse)
+    monkeypatch.setattr(engine_zygote, "_context", None)
+    engine_zygote.start()
+    assert engine_zygote.context() is None
