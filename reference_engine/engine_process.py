@@ -91,14 +91,15 @@ def _child(config: EngineConfig, loaded: LoadedModel | None, conn: Connection, p
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid if parent_pid is not None else os.getppid() == 1:
-            os._exit(0)                 # the parent died before the signal was armed
+        parent_gone = os.getppid() != parent_pid if parent_pid is not None else os.getppid() == 1
+        if parent_gone:                 # it died before the signal was armed
+            os._exit(0)
     try:
         from reference_engine.engine import Engine
         from reference_engine.launch import serve_engine
 
-        # a fork server's child reads its own checkpoint, single-threaded as the run does (SharedLoads): a
-        # multi-threaded read leaves a second OpenMP thread behind, and the engine ran about 8 % slower with it
+        # a fork server's child reads its own checkpoint, single-threaded as the run does (SharedLoads): read with
+        # two threads, each engine spent ~7 % more CPU over the default run (15.0 vs 14.0 s; cause not pinned down)
         server = serve_engine(Engine(config, loaded or SharedLoads().get(config)))
     except Exception as e:  # noqa: BLE001 - any failure becomes one line for the run to show
         text = (str(e).strip().splitlines() or [""])[0][:300]
@@ -113,16 +114,16 @@ def _child(config: EngineConfig, loaded: LoadedModel | None, conn: Connection, p
 class EngineProcess:
     """One engine in its own process; :meth:`wait_ready` gives its base URL, :meth:`stop` ends it."""
 
-    def __init__(self, config: EngineConfig, shared: SharedLoads | None) -> None:
-        """``shared`` None: fork from the engine interpreter started early (:mod:`reference_engine.engine_zygote`),
-        each engine reading its own checkpoint; else forked from this process (it reads the weights once per
-        format) or, where forking is not safe, spawned."""
+    def __init__(self, config: EngineConfig, shared: SharedLoads) -> None:
+        """A CPU engine forks from the engine interpreter when this process started one
+        (:mod:`reference_engine.engine_zygote`), reading its own checkpoint; else from this process, with the
+        weights ``shared`` reads once per format, or, where forking is not safe, it is spawned."""
         self.config = config
         zygote = engine_zygote.context() if config.device == "cpu" else None
-        if shared is None or zygote is not None:
+        if zygote is not None:
             if not config.model_path.is_dir():       # fail here, before a process starts
                 raise ConfigError(f"{config.model_path}: model folder not found")
-            ctx: multiprocessing.context.BaseContext = zygote or multiprocessing.get_context("spawn")
+            ctx: multiprocessing.context.BaseContext = zygote
             loaded = None
             parent: int | None = None                # a fork server's child: its parent is not this process
         else:

@@ -59,11 +59,7 @@ def paged_decode_attention(q, k_pages, v_pages, k_scales, v_scales, block_tables
 
 
 def write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping, pages_distinct: bool = False) -> None:
-    backend = backend_for(k)
-    if backend is torch_ops:
-        torch_ops.write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping, pages_distinct)
-    else:   # the Triton kernel handles each token on its own; the hint is for the CPU path's grouping
-        backend.write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping)
+    backend_for(k).write_kv(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping, pages_distinct)
 
 
 def int4_linear(x, packed):

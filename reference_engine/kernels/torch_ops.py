@@ -43,8 +43,7 @@ class DecodePlan:
     hidden: torch.Tensor                     # [B, 1, 1, L] bool: past the row's length, or the row's tags mismatch
     mismatch: torch.Tensor                   # [B] bool
     any_mismatch: bool
-    rows: torch.Tensor                       # [B] int64: 0..B-1 } where each row's current token goes
-    last: torch.Tensor                       # [B] int64: seq_len - 1 } in a dense per-batch buffer (dense_kv.py)
+    last: torch.Tensor                       # [B] int64: seq_len - 1, each row's current position (dense_kv.py)
     tail_page: torch.Tensor                  # [B] int64: the page holding each row's current token
     tail_pos: torch.Tensor                   # [B, page] int64: that page's positions in the row
 
@@ -58,7 +57,7 @@ def decode_plan(block_tables: torch.Tensor, seq_lens: torch.Tensor, page_size: i
     rows = torch.arange(idx.shape[0], device=idx.device)
     last = lens - 1
     tail = last // page_size
-    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()), rows, last,
+    return DecodePlan(idx.reshape(-1), hidden[:, None, None, :], mismatch, bool(mismatch.any()), last,
                       idx[rows, tail], tail[:, None] * page_size + pos[None, :page_size])
 
 

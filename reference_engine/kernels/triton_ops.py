@@ -49,10 +49,12 @@ def paged_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torc
 
 
 def write_kv(k: torch.Tensor, v: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor,
-             k_scales: torch.Tensor | None, v_scales: torch.Tensor | None, slot_mapping: torch.Tensor) -> None:
+             k_scales: torch.Tensor | None, v_scales: torch.Tensor | None, slot_mapping: torch.Tensor,
+             pages_distinct: bool = False) -> None:
     """Store ``k, v [T, num_kv_heads, head_dim]`` at ``slot_mapping [T]`` (page * page_size + offset), in place.
 
     FP8 pools are quantised per page-head with the scale-growth rule of the contract (see ``triton_write_kv``).
+    ``pages_distinct`` is the CPU path's hint (it skips grouping tokens by page); the kernel needs none.
     """
     write_kv_impl(k, v, k_pages, v_pages, k_scales, v_scales, slot_mapping)
 

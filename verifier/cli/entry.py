@@ -1,8 +1,8 @@
 """The process entry of the ``verifier`` command (console script and ``python -m verifier.cli``).
 
-Why not ``app()`` directly: a ``verifier run`` process holds PyTorch (it loads each weight format once for the
-forked built-in engines) and hundreds of thousands of objects, and the interpreter's teardown after the last line
-is written (freeing every module, torch's globals included) took about 1 s of the 40 s default run (issue 43).
+Why not ``app()`` directly: a ``verifier run`` process holds hundreds of thousands of objects (and PyTorch, where
+it forks its built-in engines itself), and the interpreter's teardown after the last line is written (freeing every
+module, torch's globals included) took about 1 s of the 40 s default run (issue 43).
 Here the command runs as usual, then the standard streams are flushed and the atexit handlers run, and the process
 leaves with its exit code without that teardown. Nothing is lost by skipping it: every file the commands write is
 closed by then (``with`` blocks; SQLite commits), and threads still running are daemons by design.
