@@ -118,6 +118,17 @@ def test_disagreements_list_untrusted_text_with_detail(results: dict[str, Any]) 
     assert c.counts["disagreements_total"] == 3
 
 
+def test_results_do_not_depend_on_the_order_answers_came_back_in() -> None:
+    """Records are appended as answers arrive, so their order follows the run's timing (concurrency, batching):
+    the same answers in another order must score the same, disagreement list order included."""
+    answered_in_order = score_toolcall("s", CASES, REF + CAND, "ref", ["ref", "cand"])
+    shuffled = list(reversed(REF)) + [CAND[i] for i in (4, 1, 5, 0, 3, 2)]
+    answered_shuffled = score_toolcall("s", CASES, shuffled, "ref", ["ref", "cand"])
+    assert [r.model_dump() for r in answered_shuffled] == [r.model_dump() for r in answered_in_order]
+    listed = [d.case_id for d in answered_shuffled[1].disagreements]
+    assert listed == sorted(listed, key=lambda cid: [c.id for c in CASES].index(cid))
+
+
 def test_stream_vs_nonstream_side_by_side() -> None:
     cases = [case("a", call("Oslo")), case("b", call("Lima"))]
     recs = [rec("ref", "a", args='{"city":"Oslo"}', variant="nonstream"),

@@ -330,6 +330,17 @@ def _feature_block(outcomes: list[Outcome], cases: dict[str, ToolcallCase]) -> d
     return {f: stats.rate(v).model_dump() for f, v in sorted(per.items())}
 
 
+def _in_suite_order(records: list[ExchangeRecord], cases: Sequence[ToolcallCase]) -> list[ExchangeRecord]:
+    """The records in the suite's case order (then variant, repeat), not the order they were answered in.
+
+    Why: records are appended as answers come back, so their order follows the run's timing (the concurrency, how
+    an engine batched). What scoring lists in order (the disagreements shown in the report) must not change with
+    that: the same answers give the same result, at any concurrency. Cases the suite does not hold go last."""
+    position = {c.id: i for i, c in enumerate(cases)}
+    return sorted(records, key=lambda r: (position.get(r.case_id, len(position)), r.case_id, r.variant or "",
+                                          r.repeat))
+
+
 def score_toolcall(
     suite_name: str,
     cases: Sequence[ToolcallCase],
@@ -340,7 +351,7 @@ def score_toolcall(
     """All metrics for every endpoint on one tool-call suite (see the module docstring)."""
     by_id = {c.id: c for c in cases}
     tools_sent = {c.id: c.body.get("tools", []) for c in cases}  # as K2VV reads them: the line's own list
-    recs = [r for r in records if r.kind == "toolcall" and r.suite == suite_name]
+    recs = _in_suite_order([r for r in records if r.kind == "toolcall" and r.suite == suite_name], cases)
     # The reference's second answers to its repeated cases feed only the floor (headlines.reference_floor).
     second = [analyse(r, by_id.get(r.case_id)) for r in recs if r.endpoint == reference and is_reference_repeat(r)]
     outcomes: dict[str, list[Outcome]] = defaultdict(list)
