@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from verifier.http.endpoints import EndpointConfigError, check_keys, from_flags, load_config, parse_builtin
+from verifier.http.endpoints import (
+    BUILTIN_CONCURRENCY,
+    EndpointConfigError,
+    check_keys,
+    from_flags,
+    load_config,
+    parse_builtin,
+)
 
 
 def test_default_is_builtin_comparison():
@@ -26,6 +33,19 @@ def test_flags_names_model_and_key_env():
     assert eps.get("p1.example").model == "m" and eps.get("p1.example").api_key_env == "KEY"
     built = eps.get("tiny:kv=fp8,prefix_cache=0")
     assert built.api_key_env is None and built.model is None
+
+
+def test_builtin_engines_take_more_requests_at_once_unless_told_otherwise(tmp_path):
+    """A local engine batches what is in flight, so built-ins default to BUILTIN_CONCURRENCY; a remote endpoint keeps
+    the usual 8, and a concurrency the user wrote is kept as written."""
+    assert BUILTIN_CONCURRENCY > 8
+    assert {e.concurrency for e in from_flags(None, []).endpoints} == {BUILTIN_CONCURRENCY}
+    eps = from_flags("builtin:tiny", ["https://p1.example/v1"])
+    assert [e.concurrency for e in eps.endpoints] == [BUILTIN_CONCURRENCY, 8]
+    p = tmp_path / "eps.toml"
+    p.write_text('[endpoints.a]\nbase_url = "builtin:tiny"\n[endpoints.b]\nbase_url = "builtin:tiny?kv=fp8"\n'
+                 'concurrency = 3\n[endpoints.c]\nbase_url = "https://c.example/v1"\n')
+    assert [e.concurrency for e in load_config(p).endpoints] == [BUILTIN_CONCURRENCY, 3, 8]
 
 
 @pytest.mark.parametrize("url,msg", [

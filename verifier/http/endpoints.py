@@ -41,6 +41,14 @@ DEFAULT_ENDPOINTS: list[tuple[str, str]] = [
 ]
 
 
+#: In-flight requests to a built-in engine when the user names none (a remote endpoint's default stays
+#: ``EndpointConfig.concurrency``, 8: providers rate-limit). Why higher: the engine is local and batches every request
+#: in flight into one decode step, whose cost on a CPU is mostly per-step overhead, so 32 at a time take about as long
+#: as 8; the default run took ~31 s instead of ~38 s on a 2-core machine (benchmarks/default_run.py), with the same
+#: figures (a measured request's numbers do not depend on its batch-mates: docs/CONTRACTS.md).
+BUILTIN_CONCURRENCY = 32
+
+
 class EndpointConfigError(ValueError):
     """Bad endpoint input; the message is one line naming the flag or file and field."""
 
@@ -235,6 +243,8 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
         builtin = url.startswith(BUILTIN_PREFIX)
         cfg = EndpointConfig(name=name, base_url=url, model=None if builtin else model,
                              api_key_env=None if builtin else api_key_env)
+        if builtin:
+            cfg.concurrency = BUILTIN_CONCURRENCY
         if stream is not None:
             cfg.stream = stream
         configs.append(cfg)
@@ -243,7 +253,8 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
 
 
 def default_endpoints(*, stream: bool | None = None) -> EndpointSet:
-    configs = [EndpointConfig(name=n, base_url=u, stream=bool(stream)) for n, u in DEFAULT_ENDPOINTS]
+    configs = [EndpointConfig(name=n, base_url=u, stream=bool(stream), concurrency=BUILTIN_CONCURRENCY)
+               for n, u in DEFAULT_ENDPOINTS]
     return EndpointSet(configs, "bf16", {n: u for n, u in DEFAULT_ENDPOINTS})
 
 
@@ -311,6 +322,8 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
             check_key_env_name(body["api_key_env"], f"{where}.api_key_env")
         if api_key_env and "api_key_env" not in body and not body["base_url"].startswith(BUILTIN_PREFIX):
             body = {**body, "api_key_env": api_key_env}
+        if "concurrency" not in body and body["base_url"].startswith(BUILTIN_PREFIX):
+            body = {**body, "concurrency": BUILTIN_CONCURRENCY}
         try:
             cfg = EndpointConfig(name=name, **body)
         except ValidationError as e:
