@@ -22,7 +22,8 @@ import torch
 
 from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention, read_pages
 
-CAP_STEP = 128                  # buffer length grows in steps of this many tokens (a refill every 128 tokens at most)
+CAP_STEP = 128                  # buffer length grows in steps of this many tokens
+ROW_STEP = 8                    # and rows in steps of this many sequences
 
 
 class DenseKV:
@@ -49,32 +50,43 @@ class DenseKV:
         False when the step should take the gather path instead (one row, or too large for ``max_bytes``). Every row's
         sequence grows by exactly one token per decode step and leaves the batch when it stops or is preempted, so an
         unchanged key means the buffers are exactly one token behind."""
-        n = len(key)
-        grow = length > self.cap or n > self.rows
-        self.fresh = key != self.key or grow
+        n, held = len(key), self.key
+        self.key = None                             # set again by finish_step: a failed or skipped step forces a refill
         self.moves = self.fills = None
         self._token_idx = None
-        if self.fresh and not grow and self.key is not None:
-            self.fresh = not self._carry_over(self.key, key)
-        self.key = None                             # set again by finish_step: a failed or skipped step forces a refill
         if n < 2:
             return False
-        if self.fresh and (length > self.cap or n > self.rows):
-            cap = (length // CAP_STEP + 1) * CAP_STEP
-            rows = max(n, self.rows)
-            elem = torch.empty((), dtype=self.dtype).element_size()
-            if 2 * self.num_layers * rows * self.kvh * self.head_dim * cap * elem > self.max_bytes:
-                self.release()
-                return False
-            self.release()
-            shape = (rows, self.kvh, self.head_dim, cap)
-            # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)
-            self.k_t = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.num_layers)]
-            self.v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
-            self.rows, self.cap = rows, cap
+        if (length > self.cap or n > self.rows) and not self._grow(n, length, keep=held is not None):
+            return False
+        self.fresh = held is None or (key != held and not self._carry_over(held, key))
         self._pending = key
         self.steps += 1
         self.refills += self.fresh
+        return True
+
+    def _grow(self, n: int, length: int, *, keep: bool) -> bool:
+        """Buffers for at least ``n`` rows and ``length`` positions; False (and none held) past ``max_bytes``.
+
+        Rows are rounded up to ROW_STEP and length to CAP_STEP, and with ``keep`` the rows the buffers hold are copied
+        into the larger ones, so the batch's own rows stay valid (no refill from the pool). Why: in a busy server the
+        batch grows one arrival at a time, and a refill reads (for FP8: dequantises) every row's pages in every layer;
+        refilling at each of the first 32 arrivals was a visible share of the default run's decode."""
+        cap = self.cap if length <= self.cap else (length // CAP_STEP + 1) * CAP_STEP
+        elem = torch.empty((), dtype=self.dtype).element_size()
+        per_row = 2 * self.num_layers * self.kvh * self.head_dim * cap * elem
+        rows = max(n, self.rows)
+        rows = next((r for r in (-(-rows // ROW_STEP) * ROW_STEP, rows) if r * per_row <= self.max_bytes), 0)
+        if not rows:
+            self.release()
+            return False
+        # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)
+        k_t = [torch.zeros(rows, self.kvh, self.head_dim, cap, dtype=self.dtype) for _ in range(self.num_layers)]
+        v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
+        if keep:
+            for new_k, new_v, old_k, old_v in zip(k_t, v, self.k_t, self.v):
+                new_k[:self.rows, ..., :self.cap].copy_(old_k)
+                new_v[:self.rows, :, :self.cap].copy_(old_v)
+        self.k_t, self.v, self.rows, self.cap = k_t, v, rows, cap
         return True
 
     def _carry_over(self, old: tuple[object, ...], new: tuple[object, ...]) -> bool:
@@ -98,8 +110,15 @@ class DenseKV:
     def finish_step(self) -> None:
         self.key = self._pending
 
+    def forget_batch(self) -> None:
+        """The engine ran out of work: no batch is held any more (the next step refills), the buffers are kept for
+        it. Why kept: freeing them on every idle moment (a client between two requests) cost a fresh allocation and
+        zeroing per burst, ~5 % of benchmarks/engine_decode.py at concurrency 32; the engine frees them once it has
+        been idle a while (``release``)."""
+        self.key = None
+
     def release(self) -> None:
-        """Free the buffers (the engine is idle, or the batch outgrew them)."""
+        """Free the buffers (the engine has been idle a while, or the batch outgrew ``max_bytes``)."""
         self.k_t, self.v = [], []
         self.rows = self.cap = 0
         self.key = None

@@ -30,6 +30,7 @@ from reference_engine.sequence import SamplingParams, SeqStatus, Sequence
 
 log = logging.getLogger(__name__)
 
+IDLE_RELEASE_S = 0.5               # an engine idle this long frees its dense K/V buffers (dense_kv.py)
 DENSE_KV_MAX_BYTES = 128 << 20     # CPU decode: largest dense copy of a batch's K/V (dense_kv.py); beyond, gather pages
 
 
@@ -203,9 +204,11 @@ class Engine:
             self._drain_inbox()
             if not self.scheduler.has_work():
                 if self.dense is not None:
-                    self.dense.release()
-                self._wake.wait(timeout=0.5)
+                    self.dense.forget_batch()
+                woken = self._wake.wait(timeout=IDLE_RELEASE_S)
                 self._wake.clear()
+                if not woken and self.dense is not None:   # idle a while: the dense K/V buffers' memory goes back
+                    self.dense.release()
                 continue
             try:
                 self.step()
@@ -248,7 +251,7 @@ class Engine:
             self._drain_inbox()
             if not self.scheduler.has_work():
                 if self.dense is not None:
-                    self.dense.release()
+                    self.dense.forget_batch()
                 return
             self.step()
 

@@ -8,8 +8,11 @@ the buffers and once with the page gather, and every token and logprob must agre
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from reference_engine import engine as engine_module
 from reference_engine.config import ModelConfig
 from reference_engine.engine import Engine
 from reference_engine.kv_cache import bytes_per_page
@@ -51,7 +54,37 @@ def test_dense_decode_equals_the_page_gather_bit_for_bit(llama_ckpt, kv):
     # and the buffers were really used across steps, not refilled every step
     assert dense.dense.steps > 40 and dense.dense.refills < dense.dense.steps / 2
     assert dense.dense.carried >= 3        # arrivals and finishes kept the other rows' buffers (moved when needed)
-    assert dense.dense.k_t == []                             # released once idle
+    # arrivals past the buffers' rows grew them with the held rows copied: only the first step read the pool whole
+    assert dense.dense.refills == 1
+    assert dense.dense.key is None and dense.dense.k_t              # idle: no batch held, the buffers kept for the next
+
+
+def growing_traffic(eng: Engine) -> list[Collector]:
+    """Ten requests arriving one every two steps, each crossing 128 tokens while the others run: the buffers grow in
+    rows (past 8) and in length (past 128) while holding a live batch."""
+    cols = [Collector() for _ in range(10)]
+    for i, c in enumerate(cols):
+        eng.submit(f"g{i}", list(range(4 + i, 104 + 3 * i)), SamplingParams(
+            temperature=0, max_tokens=40 + 2 * i, ignore_eos=True, logprobs=True, top_logprobs=2), c)
+        for _ in range(2):
+            eng._drain_inbox()
+            eng.step()
+    eng.run_until_idle()
+    return cols
+
+
+def test_buffers_that_grow_under_a_live_batch_keep_its_rows_exactly(llama_ckpt):
+    gather = make_engine(llama_ckpt, prefix_cache=False)
+    gather.dense = None
+    dense = make_engine(llama_ckpt, prefix_cache=False)
+    assert dense.dense is not None
+    want, got = growing_traffic(gather), growing_traffic(dense)
+    for w, g in zip(want, got):
+        assert g.error is None and len(g.tokens) == len(w.tokens) > 0
+        assert [(c.token_id, c.logprob, c.top) for c in g.choices] == [(c.token_id, c.logprob, c.top)
+                                                                          for c in w.choices]
+    assert dense.dense.rows >= 10 and dense.dense.cap > 128   # it did grow both ways
+    assert dense.dense.refills == 1                           # without reading the batch back from the pool
 
 
 def test_a_steady_batch_fills_the_buffers_once(llama_ckpt):
@@ -61,3 +94,25 @@ def test_a_steady_batch_fills_the_buffers_once(llama_ckpt):
         eng.submit(f"r{i}", list(range(3, 20 + i)), SamplingParams(temperature=0, max_tokens=30, ignore_eos=True), c)
     eng.run_until_idle()
     assert eng.dense is not None and eng.dense.steps == 29 and eng.dense.refills == 1
+
+
+def test_a_serving_engine_frees_the_buffers_once_idle_a_while(llama_ckpt, monkeypatch):
+    """Between two requests the buffers are kept (no allocation per burst); an engine left idle gives them back."""
+    monkeypatch.setattr(engine_module, "IDLE_RELEASE_S", 0.05)
+    eng = make_engine(llama_ckpt)
+    assert eng.dense is not None
+    cols = [Collector() for _ in range(3)]
+    eng.start()
+    try:
+        for i, c in enumerate(cols):
+            eng.submit(f"r{i}", list(range(3, 12 + i)), SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), c)
+        deadline = time.monotonic() + 30
+        while not all(c.finish or c.error for c in cols) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(c.finish is not None and len(c.tokens) == 8 for c in cols)
+        deadline = time.monotonic() + 10
+        while eng.dense.k_t and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert eng.dense.steps > 0 and eng.dense.k_t == [] and eng.dense.rows == 0
+    finally:
+        eng.stop()
