@@ -26,9 +26,9 @@ def gather_kv(
 ) -> torch.Tensor:
     """The first n_tokens of one sequence's K or V, dequantised: [n_tokens, num_kv_heads, head_dim]."""
     idx = block_table.long()
-    x = pages[idx]                                           # [P, page, KVH, D]
+    x = pages.index_select(0, idx)                           # [P, page, KVH, D] (index_select: see read_pages)
     if scales is not None:
-        x = dequantize(x, scales[idx], dtype)
+        x = dequantize(x, scales.index_select(0, idx), dtype)
     else:
         x = x.to(dtype)
     return x.reshape(-1, x.shape[-2], x.shape[-1])[:n_tokens]
