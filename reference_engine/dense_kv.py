@@ -5,7 +5,8 @@ Why: with paged K/V, every layer of every decode step gathers each sequence's pa
 `benchmarks/engine_decode.py`). While the batch stays the same (between one arrival or finish and the next), step t+1
 needs exactly step t's K/V plus one token, so they are kept in dense per-layer buffers and each step writes only its new
 token. The paged pool stays the source of truth (prefill, prefix cache, preemption and page-tag checks all read it);
-the buffers are refilled from it whenever the batch changes or outgrows them.
+rows new to the batch are read from it (all rows after the engine was idle), and buffers the batch outgrows are
+replaced by larger ones with the held rows copied over.
 
 Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers hold the values a gather returns
 (the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
