@@ -196,3 +196,34 @@ def test_decode_path_keeps_the_first_divergent_position(checkpoint: Path, tmp_pa
     remote_like = [r for r in records if not (r.variant or "").startswith("decode_exact")]
     res = {r.endpoint: r for r in LOGPROB_KIND.score(suite, remote_like, "bf16", list(urls))}["int4-decode"]
     assert "kl_mean" not in res.metrics and "decode path" in res.extra["kl_mean_withheld"]
+
+
+@pytest.mark.slow
+def test_the_reference_is_asked_for_a_prompts_tokens_once_per_prompt(checkpoint: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every exact variant of a case (greedy and sampled continuations, through prefill and decode) starts where the
+    same prompt ends: the reference prefills that prompt once to learn its tokens, not once per variant."""
+    from verifier.http.client import EndpointClient
+
+    suite = LOGPROB_KIND.load("logprob-smoke", {"limit": 2})
+    asked: list[str] = []
+    post_json = EndpointClient.post_json
+
+    async def counting(self, path: str, body: dict, *args, **kwargs):
+        if path == "/x/distributions" and body.get("prompt") is not None:
+            asked.append(body["prompt"])
+        return await post_json(self, path, body, *args, **kwargs)
+
+    monkeypatch.setattr(EndpointClient, "post_json", counting)
+    with launch.start_server(checkpoint) as ref:
+        async def go() -> list:
+            async with kind_context(tmp_path, {"bf16": ref.base_url}, model=None, max_attempts=2,
+                                    preflight=True) as ctx:
+                ctx.options["kl_samples"] = 2
+                await LOGPROB_KIND.run(suite, ctx)
+                return ctx.store.read(suite=suite.manifest.name)
+        records = asyncio.run(go())
+    exact = [r for r in records if r.ok and (r.variant or "").startswith(("forced_exact", "decode_exact", "exact_"))]
+    assert len(exact) == len(suite.cases) * 2 * 3      # prefill and decode, greedy and 2 samples, every case
+    assert all(c.kind == "text" for c in suite.cases)
+    assert [asked.count(c.prompt) for c in suite.cases] == [1] * len(suite.cases)

@@ -198,6 +198,8 @@ class LogprobKind:
 
     def __init__(self) -> None:
         self._index: dict[tuple, ExchangeRecord] = {}
+        # this pass: (endpoint, prompt text) -> the prompt's token ids, as the endpoint tokenised it (``_exact``)
+        self._prompt_ids: dict[tuple[str, str], list[int]] = {}
         # per record store: keys appended by this process, so a later pass does not count them as resumed
         self._live: dict[tuple[str, int], set[tuple]] = {}
         # per record store: (suite, endpoint) whose exact paths were added to the progress total (once, not per pass)
@@ -250,6 +252,7 @@ class LogprobKind:
         # one read of what is already on disk (resume, or the reference pass), kept up to date on append
         on_disk = ctx.store.read(suite=name)
         self._index = {(r.suite, r.case_id, r.endpoint, r.variant): r for r in on_disk}
+        self._prompt_ids = {}
         # --resume: what an earlier run recorded counts in this run's progress (once: this kind runs in passes)
         live = self._live.setdefault((str(getattr(ctx.store, "path", "")), id(ctx.store)), set())
         ctx.progress.advance_resumed(r for r in on_disk if r.kind == "logprob" and r.key() not in live
@@ -449,11 +452,17 @@ class LogprobKind:
         ref_file.parent.mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {"method": "exact", "computation": "decode" if decode else "prefill"}
         if is_ref:
-            _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text, "prompt_token_ids": None,
-                                                                         "start": 1})
-            if head is None or not ex0.ok:
-                self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
-                return
+            # the prompt's own tokens (where the continuation starts): asked once per prompt, since every variant of
+            # a case (greedy and sampled continuations, prefill and decode) shares it; each ask prefilled the prompt
+            # anew on the reference, on the stretch the candidates wait for
+            p_ids = self._prompt_ids.get((ep, prompt_text))
+            head = None
+            if p_ids is None:
+                _, head, ex0 = await client.post_json("/x/distributions", {"prompt": prompt_text,
+                                                                             "prompt_token_ids": None, "start": 1})
+                if head is None or not ex0.ok:
+                    self._append(ctx, ex0, suite=suite, case_id=case.id, endpoint=ep, variant=variant, extra=extra)
+                    return
             status, data, ex = await client.post_json("/x/distributions", {"prompt": text, "prompt_token_ids": None,
                                                                              "start": 1})
             if data is None or not ex.ok:
@@ -461,7 +470,8 @@ class LogprobKind:
                 return
             try:
                 ids = _token_ids(data)
-                p_ids = _token_ids(head)
+                if p_ids is None:
+                    p_ids = self._prompt_ids[(ep, prompt_text)] = _token_ids(head)
                 full = _b64_rows(data)
                 vocab = data.get("vocab_size")
                 if not isinstance(vocab, int):
