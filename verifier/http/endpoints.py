@@ -123,6 +123,14 @@ class EndpointSet:
     sources: dict[str, str] = field(default_factory=dict)
     profiles: str | None = None  # [fingerprint] profiles = "FILE" in a TOML file: the run's kl_profiles default
 
+    def __post_init__(self) -> None:
+        """A built-in engine whose concurrency nobody set (flag, TOML field, a resumed run's manifest) takes
+        BUILTIN_CONCURRENCY: one rule for every way an endpoint set is built."""
+        for e in self.endpoints:
+            if ("concurrency" not in e.model_fields_set
+                    and self.sources.get(e.name, e.base_url).startswith(BUILTIN_PREFIX)):
+                e.concurrency = BUILTIN_CONCURRENCY
+
     @property
     def candidates(self) -> list[str]:
         return [e.name for e in self.endpoints if e.name != self.reference]
@@ -243,8 +251,6 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
         builtin = url.startswith(BUILTIN_PREFIX)
         cfg = EndpointConfig(name=name, base_url=url, model=None if builtin else model,
                              api_key_env=None if builtin else api_key_env)
-        if builtin:
-            cfg.concurrency = BUILTIN_CONCURRENCY
         if stream is not None:
             cfg.stream = stream
         configs.append(cfg)
@@ -253,8 +259,7 @@ def from_flags(reference: str | None, endpoints: list[str], *, model: str | None
 
 
 def default_endpoints(*, stream: bool | None = None) -> EndpointSet:
-    configs = [EndpointConfig(name=n, base_url=u, stream=bool(stream), concurrency=BUILTIN_CONCURRENCY)
-               for n, u in DEFAULT_ENDPOINTS]
+    configs = [EndpointConfig(name=n, base_url=u, stream=bool(stream)) for n, u in DEFAULT_ENDPOINTS]
     return EndpointSet(configs, "bf16", {n: u for n, u in DEFAULT_ENDPOINTS})
 
 
@@ -322,8 +327,6 @@ def load_config(path: Path, *, stream: bool | None = None, api_key_env: str | No
             check_key_env_name(body["api_key_env"], f"{where}.api_key_env")
         if api_key_env and "api_key_env" not in body and not body["base_url"].startswith(BUILTIN_PREFIX):
             body = {**body, "api_key_env": api_key_env}
-        if "concurrency" not in body and body["base_url"].startswith(BUILTIN_PREFIX):
-            body = {**body, "concurrency": BUILTIN_CONCURRENCY}
         try:
             cfg = EndpointConfig(name=name, **body)
         except ValidationError as e:
