@@ -76,8 +76,10 @@ class DenseKV:
         elem = torch.empty((), dtype=self.dtype).element_size()
         per_row = 2 * self.num_layers * self.kvh * self.head_dim * cap * elem
         rows = max(n, self.rows)
-        rows = next((r for r in (-(-rows // ROW_STEP) * ROW_STEP, rows) if r * per_row <= self.max_bytes), 0)
-        if not rows:
+        rounded = -(-rows // ROW_STEP) * ROW_STEP
+        if rounded * per_row <= self.max_bytes:
+            rows = rounded
+        elif rows * per_row > self.max_bytes:       # too large even unrounded: this batch takes the page gather
             self.release()
             return False
         # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)

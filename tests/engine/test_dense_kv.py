@@ -116,3 +116,19 @@ def test_a_serving_engine_frees_the_buffers_once_idle_a_while(llama_ckpt, monkey
         assert eng.dense.steps > 0 and eng.dense.k_t == [] and eng.dense.rows == 0
     finally:
         eng.stop()
+
+
+def test_buffers_stay_within_their_byte_cap():
+    """Rows round up to ROW_STEP only while the cap allows; a batch too large even unrounded takes the page gather."""
+    import torch
+
+    from reference_engine.dense_kv import CAP_STEP, ROW_STEP, DenseKV
+
+    per_row = 2 * 1 * 2 * 4 * CAP_STEP * torch.empty((), dtype=torch.float32).element_size()
+    dense = DenseKV(num_layers=1, num_kv_heads=2, head_dim=4, dtype=torch.float32, max_bytes=3 * per_row)
+    assert dense.begin_step(("a", "b"), 16) and dense.rows == 2     # rounding up to ROW_STEP would pass the cap
+    dense.finish_step()
+    assert not dense.begin_step(("a", "b", "c", "d"), 16)                      # 4 rows do not fit at all
+    assert dense.k_t == [] and dense.rows == 0
+    roomy = DenseKV(num_layers=1, num_kv_heads=2, head_dim=4, dtype=torch.float32, max_bytes=64 * per_row)
+    assert roomy.begin_step(("a", "b"), 16) and roomy.rows == ROW_STEP
