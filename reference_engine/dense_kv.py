@@ -5,8 +5,8 @@ Why: with paged K/V, every layer of every decode step gathers each sequence's pa
 `benchmarks/engine_decode.py`). While the batch stays the same (between one arrival or finish and the next), step t+1
 needs exactly step t's K/V plus one token, so they are kept in dense per-layer buffers and each step writes only its new
 token. The paged pool stays the source of truth (prefill, prefix cache, preemption and page-tag checks all read it);
-rows new to the batch are read from it (all rows after the engine was idle), and buffers the batch outgrows are
-replaced by larger ones with the held rows copied over.
+rows new to the batch are read from it (all rows after the engine was idle), and the buffers are exactly as long as
+the batch's padded length (re-laid out, held rows copied over, when that changes: see ``DenseKV._resize``).
 
 Same bits as the gather path (`torch_ops.planned_decode_attention`): the buffers hold the values a gather returns
 (the pool's dtype, cast to the compute dtype), the matmuls see the same shapes (length = pages x page size, the
@@ -23,8 +23,7 @@ import torch
 
 from reference_engine.kernels.torch_ops import DecodePlan, grouped_decode_attention, read_pages
 
-CAP_STEP = 128                  # buffer length grows in steps of this many tokens
-ROW_STEP = 8                    # and rows in steps of this many sequences
+ROW_STEP = 8                    # rows grow in steps of this many sequences (length is kept exact: see _resize)
 
 
 class DenseKV:
@@ -57,7 +56,7 @@ class DenseKV:
         self._token_idx = None
         if n < 2:
             return False
-        if (length > self.cap or n > self.rows) and not self._grow(n, length, keep=held is not None):
+        if (length != self.cap or n > self.rows) and not self._resize(n, length, len(held) if held else 0):
             return False
         self.fresh = held is None or (key != held and not self._carry_over(held, key))
         self._pending = key
@@ -65,14 +64,20 @@ class DenseKV:
         self.refills += self.fresh
         return True
 
-    def _grow(self, n: int, length: int, *, keep: bool) -> bool:
-        """Buffers for at least ``n`` rows and ``length`` positions; False (and none held) past ``max_bytes``.
+    def _resize(self, n: int, length: int, held_rows: int) -> bool:
+        """Buffers for at least ``n`` rows and exactly ``length`` positions; False (and none held) past ``max_bytes``.
 
-        Rows are rounded up to ROW_STEP and length to CAP_STEP, and with ``keep`` the rows the buffers hold are copied
-        into the larger ones, so the batch's own rows stay valid (no refill from the pool). Why: in a busy server the
-        batch grows one arrival at a time, and a refill reads (for FP8: dequantises) every row's pages in every layer;
-        refilling at each of the first 32 arrivals was a visible share of the default run's decode."""
-        cap = self.cap if length <= self.cap else (length // CAP_STEP + 1) * CAP_STEP
+        Length is exact (a whole number of pages, as the engine pads it), not rounded up. Why: a step streams every
+        layer's weights and K/V, more than the caches hold, so attention reads K/V from memory; a matmul reading
+        ``[..., :length]`` of a longer buffer skips a gap after every row, and those gapped reads ran at about half the
+        speed of one contiguous read on the 2-core CI machine. Exact buffers made the engine 1.13x as fast at
+        concurrency 32 (``benchmarks/engine_ab.py``, this change against the tree before it, same greedy tokens).
+        So the buffers are re-laid out whenever the batch's padded length changes: once per page as it grows, and when
+        the longest sequence leaves. Rows are rounded up to ROW_STEP (reading the first rows of a buffer leaves no
+        gap), and the ``held_rows`` rows the buffers hold are copied across, so the batch's own rows stay valid (no
+        refill from the pool); a refill reads (for FP8: dequantises) every row's pages in every layer.
+        """
+        cap = length
         elem = torch.empty((), dtype=self.dtype).element_size()
         per_row = 2 * self.num_layers * self.kvh * self.head_dim * cap * elem
         rows = max(n, self.rows)
@@ -85,10 +90,11 @@ class DenseKV:
         # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)
         k_t = [torch.zeros(rows, self.kvh, self.head_dim, cap, dtype=self.dtype) for _ in range(self.num_layers)]
         v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
+        keep, upto = min(held_rows, self.rows), min(cap, self.cap)
         if keep:
             for new_k, new_v, old_k, old_v in zip(k_t, v, self.k_t, self.v):
-                new_k[:self.rows, ..., :self.cap].copy_(old_k)
-                new_v[:self.rows, :, :self.cap].copy_(old_v)
+                new_k[:keep, ..., :upto].copy_(old_k[:keep, ..., :upto])
+                new_v[:keep, :, :upto].copy_(old_v[:keep, :, :upto])
         self.k_t, self.v, self.rows, self.cap = k_t, v, rows, cap
         return True
 

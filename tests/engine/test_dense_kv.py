@@ -122,9 +122,9 @@ def test_buffers_stay_within_their_byte_cap():
     """Rows round up to ROW_STEP only while the cap allows; a batch too large even unrounded takes the page gather."""
     import torch
 
-    from reference_engine.dense_kv import CAP_STEP, ROW_STEP, DenseKV
+    from reference_engine.dense_kv import ROW_STEP, DenseKV
 
-    per_row = 2 * 1 * 2 * 4 * CAP_STEP * torch.empty((), dtype=torch.float32).element_size()
+    per_row = 2 * 1 * 2 * 4 * 16 * torch.empty((), dtype=torch.float32).element_size()
     dense = DenseKV(num_layers=1, num_kv_heads=2, head_dim=4, dtype=torch.float32, max_bytes=3 * per_row)
     assert dense.begin_step(("a", "b"), 16) and dense.rows == 2     # rounding up to ROW_STEP would pass the cap
     dense.finish_step()
@@ -132,3 +132,36 @@ def test_buffers_stay_within_their_byte_cap():
     assert dense.k_t == [] and dense.rows == 0
     roomy = DenseKV(num_layers=1, num_kv_heads=2, head_dim=4, dtype=torch.float32, max_bytes=64 * per_row)
     assert roomy.begin_step(("a", "b"), 16) and roomy.rows == ROW_STEP
+
+
+def test_buffers_shrink_to_the_batch_when_its_longest_request_leaves(llama_ckpt):
+    """The buffers are exactly as long as the batch's padded length (a longer buffer is read with a gap after every
+    row, which halves the speed of reading it from memory); when the longest request finishes they are re-laid out
+    shorter, with the remaining rows copied across (no refill), and every token and logprob stays what the page
+    gather gives."""
+    def shrinking_traffic(eng: Engine) -> tuple[list[Collector], list[int]]:
+        cols = [Collector() for _ in range(3)]
+        lens = [(70, 4), (9, 30), (12, 30)]                # the longest prompt stops first
+        for i, ((n, new), c) in enumerate(zip(lens, cols)):
+            eng.submit(f"s{i}", list(range(3 + i, 3 + i + n)), SamplingParams(
+                temperature=0, max_tokens=new, ignore_eos=True, logprobs=True, top_logprobs=2), c)
+        caps = []
+        eng._drain_inbox()
+        while eng.scheduler.has_work():
+            eng.step()
+            caps.append(eng.dense.cap if eng.dense is not None else 0)
+        return cols, caps
+
+    gather = make_engine(llama_ckpt, prefix_cache=False)
+    gather.dense = None
+    dense = make_engine(llama_ckpt, prefix_cache=False)
+    want, _ = shrinking_traffic(gather)
+    got, caps = shrinking_traffic(dense)
+    for w, g in zip(want, got):
+        assert g.error is None and len(g.tokens) == len(w.tokens) > 0
+        assert [(c.token_id, c.logprob, c.top) for c in g.choices] == [(c.token_id, c.logprob, c.top)
+                                                                          for c in w.choices]
+    page = dense.pool.page_size
+    assert caps[1] >= 70 and caps[1] % page == 0          # as long as the longest request's pages, no longer
+    assert min(c for c in caps if c) < caps[1]            # and shorter once it left
+    assert dense.dense is not None and dense.dense.refills == 1
