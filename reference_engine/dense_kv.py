@@ -70,8 +70,8 @@ class DenseKV:
         Length is exact (a whole number of pages, as the engine pads it), not rounded up. Why: a step streams every
         layer's weights and K/V, more than the caches hold, so attention reads K/V from memory; a matmul reading
         ``[..., :length]`` of a longer buffer skips a gap after every row, and those gapped reads ran at about half the
-        speed of one contiguous read on the 2-core CI machine. Exact buffers made the engine 1.13x as fast at
-        concurrency 32 (``benchmarks/engine_ab.py``, this change against the tree before it, same greedy tokens).
+        speed of one contiguous read on a 2-core development machine. Exact buffers made the engine 1.13x as fast at
+        concurrency 32 with FP32 K/V, 1.08x with FP8 (``benchmarks/engine_ab.py`` against the tree before, same tokens).
         So the buffers are re-laid out whenever the batch's padded length changes: once per page as it grows, and when
         the longest sequence leaves. Rows are rounded up to ROW_STEP (reading the first rows of a buffer leaves no
         gap), and the ``held_rows`` rows the buffers hold are copied across, so the batch's own rows stay valid (no
