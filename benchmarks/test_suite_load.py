@@ -5,9 +5,11 @@
 Why a script and not a timed test: a CI machine shares its cores with other jobs, and the suite's training runs, whole
 `verifier run`s and engine subprocesses compete for them. The goal is about that case, so this runs the README's test
 command (``python -m pytest -q``, or the pytest arguments given after ``--``) beside ``--burners`` processes that each
-keep one core busy, and samples the memory of the whole process tree (pytest and every process it starts: engines,
-training workers, PostgreSQL, Chromium) every ``--interval`` seconds from /proc. It prints the wall time, the peak of
-that tree's summed resident memory (the figure a machine's memory must hold) and pytest's own last line.
+keep one core busy, and samples the proportional memory (PSS) of the whole process tree (pytest and every process it
+starts: engines, training workers, PostgreSQL, Chromium) every ``--interval`` seconds from /proc. It prints the wall
+time, the peak of that tree's summed PSS (shared pages split among the processes sharing them: the figure a machine's
+memory must hold; summed resident sizes would count torch's libraries once per process), the peak rise of the
+machine's memory in use as a cross-check, and pytest's own last line.
 Linux only (it reads /proc).
 """
 
@@ -45,26 +47,34 @@ def children_of() -> dict[int, list[int]]:
     return tree
 
 
-def rss_bytes(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+def pss_bytes(pid: int) -> int:
+    """Proportional resident memory of one process: its private pages plus its share of pages it shares (torch's
+    libraries, mapped by every engine and worker, count once across them, not once per process)."""
+    for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):   # VmRSS where smaps_rollup is unreadable
+        try:
+            for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            continue
     return 0
 
 
-def tree_rss(root: int) -> int:
-    """Summed resident memory of ``root`` and all its descendants (shared pages counted once per process: an upper
-    bound, which is what a budget needs)."""
+def tree_pss(root: int) -> int:
+    """Summed proportional memory of ``root`` and all its descendants: what the machine holds for the test run."""
     tree = children_of()
     total, todo = 0, [root]
     while todo:
         pid = todo.pop()
-        total += rss_bytes(pid)
+        total += pss_bytes(pid)
         todo.extend(tree.get(pid, []))
     return total
+
+
+def used_bytes() -> int:
+    """The machine's memory in use (MemTotal - MemAvailable), a cross-check that sees page cache and tmpfs too."""
+    info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()}
+    return info["MemTotal"] - info["MemAvailable"]
 
 
 def main() -> None:
@@ -77,7 +87,8 @@ def main() -> None:
     for b in burners:
         b.start()
     cmd = [sys.executable, "-m", "pytest", *(args.pytest_args or ["-q"])]
-    peak = 0
+    peak = peak_used = 0
+    used_before = used_bytes()
     t0 = time.monotonic()
     log = Path(tempfile.mkdtemp()) / "pytest.log"
     try:
@@ -85,7 +96,8 @@ def main() -> None:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                     cwd=Path(__file__).resolve().parent.parent, env=dict(os.environ))
             while proc.poll() is None:
-                peak = max(peak, tree_rss(proc.pid))
+                peak = max(peak, tree_pss(proc.pid))
+                peak_used = max(peak_used, used_bytes() - used_before)
                 time.sleep(args.interval)
     finally:
         for b in burners:
@@ -95,8 +107,9 @@ def main() -> None:
     last = next((ln for ln in reversed(lines) if ln.strip()), "(no output)")
     print(f"command: {' '.join(cmd[1:])}; {args.burners} core-burning processes beside it; "
           f"{os.cpu_count()} cores")
-    print(f"wall {wall / 60:.1f} min ({wall:.0f} s); peak memory of the process tree {peak / 2**30:.2f} GiB "
-          f"(sampled every {args.interval:g} s); exit {proc.returncode}")
+    print(f"wall {wall / 60:.1f} min ({wall:.0f} s); peak memory of the process tree {peak / 2**30:.2f} GiB (PSS), "
+          f"machine's memory in use {peak_used / 2**30:.2f} GiB above the start (sampled every {args.interval:g} s); "
+          f"exit {proc.returncode}")
     print(f"pytest: {last} (full output: {log})")
     sys.exit(proc.returncode)
 
