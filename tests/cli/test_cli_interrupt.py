@@ -4,11 +4,13 @@ process group; ``kill -9`` reaches the run alone, and its worker must die with i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,15 +35,33 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """Let the run started inside this block receive SIGINT, as a terminal's foreground job does. Why: a job that a
+    non-interactive shell starts in the background (``nohup pytest ... &``, a CI step's ``cmd &``) inherits SIGINT
+    ignored, a child inherits that in turn, and Python leaves an ignored SIGINT ignored: the run would never see the
+    Ctrl-C and would finish with exit 0 (this test's failures under such a harness). Only the disposition the child
+    inherits changes here, the pytest process's own is restored at once."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _start_slow_run(tmp_path: Path, scripted_server) -> tuple[subprocess.Popen, Path]:
     """A run in its own process group, returned once it is measuring (records on disk, chart worker forked)."""
     srv = scripted_server(lambda body, ctx: Reply(content="slow", delay_s=0.5))
     suite = tmp_path / "s.jsonl"
     suite.write_text("\n".join(CORE.read_text().splitlines()[:200]) + "\n")
     out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "verifier.cli", "run", "--reference", f"ref={srv.base_url}",
-                          "--suite", str(suite), "--out", str(out), "--concurrency", "4", "--no-history", "-q"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with _sigint_not_ignored():
+        p = subprocess.Popen([sys.executable, "-m", "verifier.cli", "run", "--reference", f"ref={srv.base_url}",
+                              "--suite", str(suite), "--out", str(out), "--concurrency", "4", "--no-history", "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     records = out / "records.jsonl"
     while not (records.exists() and records.stat().st_size > 0):
