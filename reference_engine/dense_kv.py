@@ -90,7 +90,7 @@ class DenseKV:
         # zeros, not empty: positions past a row's length are masked, but must hold finite values (0 * NaN = NaN)
         k_t = [torch.zeros(rows, self.kvh, self.head_dim, cap, dtype=self.dtype) for _ in range(self.num_layers)]
         v = [torch.zeros(rows, self.kvh, cap, self.head_dim, dtype=self.dtype) for _ in range(self.num_layers)]
-        keep, upto = min(held_rows, self.rows), min(cap, self.cap)
+        keep, upto = held_rows, min(cap, self.cap)  # a held batch always fits the buffers that hold it
         if keep:
             for new_k, new_v, old_k, old_v in zip(k_t, v, self.k_t, self.v):
                 new_k[:keep, ..., :upto].copy_(old_k[:keep, ..., :upto])
@@ -122,8 +122,8 @@ class DenseKV:
     def forget_batch(self) -> None:
         """The engine ran out of work: no batch is held any more (the next step refills), the buffers are kept for
         it. Why kept: freeing them on every idle moment (a client between two requests) cost a fresh allocation and
-        zeroing per burst, ~5 % of benchmarks/engine_decode.py at concurrency 32; the engine frees them once it has
-        been idle a while (``release``)."""
+        zeroing per burst; now a burst whose padded length matches reuses them, and one whose length differs gets
+        them re-laid out (``_resize``). The engine frees them once it has been idle a while (``release``)."""
         self.key = None
 
     def release(self) -> None:
